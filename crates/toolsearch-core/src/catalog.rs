@@ -1,0 +1,183 @@
+//! The set of tools, grouped by server and versioned.
+
+use crate::error::{Error, Result};
+use crate::tool::{Tool, ToolId};
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+/// Tools grouped by server. Replacing one server's tools is a single operation, and every change
+/// bumps the version so that caches (indexes, sessions) can tell they are stale.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    servers: BTreeMap<String, Vec<Arc<Tool>>>,
+    version: u64,
+}
+
+impl Catalog {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Builds a catalog from tools of any servers. Duplicate (server, name) pairs are an error.
+    pub fn from_tools(tools: impl IntoIterator<Item = Tool>) -> Result<Self> {
+        let mut grouped: BTreeMap<String, Vec<Tool>> = BTreeMap::new();
+        for tool in tools {
+            grouped.entry(tool.server.clone()).or_default().push(tool);
+        }
+        let mut catalog = Self::new();
+        for (server, tools) in grouped {
+            catalog.replace_server(&server, tools)?;
+        }
+        Ok(catalog)
+    }
+
+    /// Replaces every tool of `server` with `tools` (their `server` field is set to `server`).
+    pub fn replace_server(&mut self, server: &str, tools: Vec<Tool>) -> Result<&[Arc<Tool>]> {
+        let mut seen = HashSet::new();
+        let mut list = Vec::with_capacity(tools.len());
+        for mut tool in tools {
+            tool.server = server.to_string();
+            if tool.name.trim().is_empty() {
+                return Err(Error::EmptyToolName {
+                    server: server.to_string(),
+                });
+            }
+            if !seen.insert(tool.name.clone()) {
+                return Err(Error::DuplicateTool {
+                    server: server.to_string(),
+                    name: tool.name,
+                });
+            }
+            list.push(Arc::new(tool));
+        }
+        self.version += 1;
+        let slot = self.servers.entry(server.to_string()).or_default();
+        *slot = list;
+        Ok(slot)
+    }
+
+    /// Removes a server and its tools; returns whether it was present.
+    pub fn remove_server(&mut self, server: &str) -> bool {
+        let removed = self.servers.remove(server).is_some();
+        if removed {
+            self.version += 1;
+        }
+        removed
+    }
+
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    pub fn len(&self) -> usize {
+        self.servers.values().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn servers(&self) -> impl Iterator<Item = &str> {
+        self.servers.keys().map(String::as_str)
+    }
+
+    pub fn server_tools(&self, server: &str) -> &[Arc<Tool>] {
+        self.servers.get(server).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    /// Every tool, by server then in the order the server listed them.
+    pub fn tools(&self) -> impl Iterator<Item = &Arc<Tool>> {
+        self.servers.values().flatten()
+    }
+
+    pub fn get(&self, id: &ToolId) -> Option<&Arc<Tool>> {
+        self.servers
+            .get(&id.server)?
+            .iter()
+            .find(|t| t.name == id.name)
+    }
+
+    /// Resolves a name as a client would write it: `server___name`, or a bare name that is unique
+    /// in the catalog.
+    pub fn resolve(&self, name: &str, separator: &str) -> Option<&Arc<Tool>> {
+        let id = ToolId::parse_public(name, separator);
+        if let Some(tool) = self.get(&id) {
+            return Some(tool);
+        }
+        let mut bare = self.tools().filter(|t| t.name == name);
+        match (bare.next(), bare.next()) {
+            (Some(tool), None) => Some(tool),
+            _ => None,
+        }
+    }
+
+    /// Up to `max` public names closest to `name`, for did-you-mean messages.
+    pub fn suggest(&self, name: &str, separator: &str, max: usize) -> Vec<String> {
+        let wanted = name.to_lowercase();
+        let mut scored: Vec<(f64, String)> = self
+            .tools()
+            .map(|t| {
+                let public = t.public_name(separator);
+                let a = strsim::jaro_winkler(&wanted, &public.to_lowercase());
+                let b = strsim::jaro_winkler(&wanted, &t.name.to_lowercase());
+                (a.max(b), public)
+            })
+            .filter(|(score, _)| *score > 0.7)
+            .collect();
+        scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        scored.into_iter().take(max).map(|(_, n)| n).collect()
+    }
+
+    /// Categories with their tool counts, sorted by name. Tools without a category are not counted.
+    pub fn categories(&self) -> Vec<(String, usize)> {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for tool in self.tools() {
+            if let Some(category) = &tool.category {
+                *counts.entry(category.clone()).or_default() += 1;
+            }
+        }
+        counts.into_iter().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tool(server: &str, name: &str) -> Tool {
+        Tool::new(name, format!("{name} tool")).with_server(server)
+    }
+
+    #[test]
+    fn replace_server_replaces_only_that_server() {
+        let mut c = Catalog::from_tools(vec![tool("a", "x"), tool("a", "y"), tool("b", "z")]).unwrap();
+        let v = c.version();
+        c.replace_server("a", vec![tool("ignored", "w")]).unwrap();
+        assert!(c.version() > v);
+        let names: Vec<_> = c.tools().map(|t| t.public_name("___")).collect();
+        assert_eq!(names, vec!["a___w", "b___z"]);
+    }
+
+    #[test]
+    fn duplicates_and_empty_names_are_rejected() {
+        assert!(matches!(
+            Catalog::from_tools(vec![tool("a", "x"), tool("a", "x")]),
+            Err(Error::DuplicateTool { .. })
+        ));
+        assert!(matches!(
+            Catalog::from_tools(vec![tool("a", " ")]),
+            Err(Error::EmptyToolName { .. })
+        ));
+        // The same name on two servers is fine.
+        assert!(Catalog::from_tools(vec![tool("a", "x"), tool("b", "x")]).is_ok());
+    }
+
+    #[test]
+    fn resolve_and_suggest() {
+        let c = Catalog::from_tools(vec![tool("gh", "create_issue"), tool("fs", "read_file")]).unwrap();
+        assert_eq!(c.resolve("gh___create_issue", "___").unwrap().name, "create_issue");
+        assert_eq!(c.resolve("read_file", "___").unwrap().server, "fs");
+        assert!(c.resolve("nope", "___").is_none());
+        assert_eq!(c.suggest("create_isue", "___", 3)[0], "gh___create_issue");
+    }
+}

@@ -1,0 +1,11 @@
+//! The toolsearch engine: one model of a tool, a catalog grouped by server, a search index with
+//! keyword, regex and exact modes, and the disclosure mechanism that decides which tool definitions
+//! a model sees. No network, no async runtime: callers bring their own I/O.
+
+pub mod catalog;
+pub mod error;
+pub mod tool;
+
+pub use catalog::Catalog;
+pub use error::{Error, Result};
+pub use tool::{DeferPolicy, Tool, ToolId, DEFAULT_SEPARATOR};
