@@ -1,1 +1,20 @@
+//! The gateway face of toolsearch: MCP clients to many upstream servers, supervised, with their tools
+//! converted to the engine's [`Tool`](toolsearch_core::Tool) model and calls routed back to them.
+//!
+//! - [`config`]: the config file (`mcpServers` as Claude Desktop / Cursor write it, plus `toolSearch`).
+//! - [`UpstreamManager`]: starts and supervises the upstreams, keeps their tool lists current, and
+//!   forwards `tools/call`.
 
+pub mod config;
+pub mod error;
+pub mod supervisor;
+pub mod upstream;
+
+pub use config::{ConfigError, GatewayConfig, Preset, ServerConfig, ToolSearchConfig, Transport};
+pub use error::{GatewayError, Result};
+pub use supervisor::{ServerState, SupervisorOptions, UpstreamEvent, UpstreamManager};
+pub use upstream::to_core_tool;
+
+/// The MCP SDK the gateway is built on, for callers that handle its types (`CallToolResult`, ...).
+pub use rmcp;
+pub use tokio_util::sync::CancellationToken;

@@ -1,0 +1,906 @@
+//! The gateway's configuration file.
+//!
+//! TOML or JSON (chosen by the file extension; `.toml` is TOML, anything else is tried as JSON). The
+//! `mcpServers` object is the one Claude Desktop and Cursor use, accepted unchanged:
+//!
+//! ```toml
+//! [mcpServers.everything]
+//! command = "npx"
+//! args = ["-y", "@modelcontextprotocol/server-everything"]
+//!
+//! [mcpServers.remote]
+//! url = "https://example.com/mcp"
+//! headers = { Authorization = "Bearer ..." }
+//!
+//! [toolSearch]
+//! preset = "search"
+//! threshold = 15
+//! ```
+//!
+//! Keys in `toolSearch` and `supervisor` are checked strictly, so a typo is an error; other keys at the
+//! top level and in a server entry (`autoApprove`, `description`, ...) are ignored, because other
+//! clients write them into the same file.
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use toolsearch_core::tool::DEFAULT_SEPARATOR;
+
+/// A configuration problem: the file, the key (dotted path), the position when known, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The file, or `<inline>` for text parsed without one.
+    pub file: String,
+    /// Dotted path of the offending key, e.g. `toolSearch.preset`; empty for the whole document.
+    pub key: String,
+    /// 1-based line and column, when the parser knows them.
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    /// What was wrong and what to do.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "invalid gateway config {}", self.file)?;
+        if let (Some(line), Some(column)) = (self.line, self.column) {
+            write!(f, " at line {line}, column {column}")?;
+        }
+        if !self.key.is_empty() {
+            write!(f, ", key `{}`", self.key)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// The whole gateway configuration.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayConfig {
+    /// Upstream servers in the order they appear in the file (the `server_priority` order).
+    #[serde(default)]
+    pub mcp_servers: ServerList,
+    #[serde(default)]
+    pub tool_search: ToolSearchConfig,
+    #[serde(default)]
+    pub supervisor: SupervisorConfig,
+}
+
+/// The `mcpServers` object, order preserved.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ServerList(pub Vec<(String, ServerConfig)>);
+
+impl ServerList {
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &ServerConfig)> {
+        self.0.iter().map(|(name, config)| (name.as_str(), config))
+    }
+
+    pub fn get(&self, name: &str) -> Option<&ServerConfig> {
+        self.0.iter().find(|(n, _)| n == name).map(|(_, c)| c)
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        self.0.iter().map(|(n, _)| n.clone()).collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl<'de> Deserialize<'de> for ServerList {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct ListVisitor;
+        impl<'de> Visitor<'de> for ListVisitor {
+            type Value = ServerList;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object mapping server names to server entries")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<ServerList, A::Error> {
+                let mut out: Vec<(String, ServerConfig)> = Vec::new();
+                while let Some(name) = map.next_key::<String>()? {
+                    if out.iter().any(|(n, _)| *n == name) {
+                        return Err(de::Error::custom(format!(
+                            "server `{name}` is defined twice; keep one entry"
+                        )));
+                    }
+                    let config: ServerConfig = map.next_value()?;
+                    out.push((name, config));
+                }
+                Ok(ServerList(out))
+            }
+        }
+        deserializer.deserialize_map(ListVisitor)
+    }
+}
+
+/// One upstream server entry, as Claude Desktop / Cursor write it.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerConfig {
+    /// `stdio`, `http`, `streamable-http`/`streamableHttp`; inferred from `command`/`url` when absent.
+    #[serde(default, rename = "type", alias = "transport")]
+    pub transport_type: Option<String>,
+    /// Program to start for a stdio server.
+    pub command: Option<String>,
+    #[serde(default)]
+    pub args: Vec<String>,
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    pub cwd: Option<PathBuf>,
+    /// Endpoint of a Streamable HTTP server.
+    pub url: Option<String>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Cursor and others let an entry be switched off; a disabled server is not started.
+    #[serde(default)]
+    pub disabled: bool,
+}
+
+/// How the gateway talks to one upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Transport {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: BTreeMap<String, String>,
+        cwd: Option<PathBuf>,
+    },
+    StreamableHttp {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+impl ServerConfig {
+    /// The transport this entry describes, or why it describes none.
+    pub fn transport(&self) -> Result<Transport, String> {
+        let kind = self
+            .transport_type
+            .as_deref()
+            .map(|t| t.trim().to_ascii_lowercase().replace(['-', '_'], ""));
+        let want_http = match kind.as_deref() {
+            None => match (&self.command, &self.url) {
+                (Some(_), Some(_)) => {
+                    return Err(
+                        "has both `command` and `url`; keep `command` for a stdio server or `url` for a Streamable HTTP server"
+                            .into(),
+                    )
+                }
+                (None, None) => {
+                    return Err(
+                        "has neither `command` (stdio server) nor `url` (Streamable HTTP server); add one"
+                            .into(),
+                    )
+                }
+                (_, url) => url.is_some(),
+            },
+            Some("stdio") => false,
+            Some("http") | Some("streamablehttp") => true,
+            Some("sse") => {
+                return Err(
+                    "uses the legacy SSE transport, which the gateway does not support; point `url` at the server's Streamable HTTP endpoint (often `/mcp`) and set `type = \"http\"`"
+                        .into(),
+                )
+            }
+            Some(other) => {
+                return Err(format!(
+                    "has unknown type `{other}`; use `stdio` or `http` (Streamable HTTP)"
+                ))
+            }
+        };
+        if want_http {
+            let url = self.url.clone().ok_or_else(|| {
+                "is a Streamable HTTP server but has no `url`; add the server's endpoint, e.g. `http://127.0.0.1:3001/mcp`"
+                    .to_string()
+            })?;
+            if !(url.starts_with("http://") || url.starts_with("https://")) {
+                return Err(format!(
+                    "has `url` `{url}`, which is not an http:// or https:// address"
+                ));
+            }
+            for (name, value) in &self.headers {
+                check_header(name, value)?;
+            }
+            Ok(Transport::StreamableHttp {
+                url,
+                headers: self.headers.clone(),
+            })
+        } else {
+            let command = self.command.clone().ok_or_else(|| {
+                "is a stdio server but has no `command`; add the program to start".to_string()
+            })?;
+            if command.trim().is_empty() {
+                return Err("has an empty `command`; give the program to start".into());
+            }
+            Ok(Transport::Stdio {
+                command,
+                args: self.args.clone(),
+                env: self.env.clone(),
+                cwd: self.cwd.clone(),
+            })
+        }
+    }
+}
+
+fn check_header(name: &str, value: &str) -> Result<(), String> {
+    let parsed = http::HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| format!("has header name `{name}`, which is not a valid HTTP header name"))?;
+    const RESERVED: [&str; 3] = ["accept", "mcp-session-id", "last-event-id"];
+    if RESERVED.contains(&parsed.as_str()) {
+        return Err(format!(
+            "sets header `{name}`, which the MCP transport manages itself; remove it"
+        ));
+    }
+    http::HeaderValue::from_str(value).map_err(|_| {
+        format!("has a value for header `{name}` that is not a valid HTTP header value (no line breaks or control characters)")
+    })?;
+    Ok(())
+}
+
+/// Which tool surface the gateway shows its clients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Preset {
+    #[default]
+    Search,
+    Progressive,
+    Add,
+    Limit,
+    Passthrough,
+}
+
+/// Order in which the `limit` preset picks its first tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolSelectionOrder {
+    /// Servers in config order, tools in each server's order.
+    #[default]
+    ServerPriority,
+    Alphabetical,
+}
+
+/// The `toolSearch` section.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ToolSearchConfig {
+    #[serde(default)]
+    pub preset: Preset,
+    /// Tool count above which definitions are deferred.
+    #[serde(default = "default_threshold")]
+    pub threshold: usize,
+    /// Cap on tools exposed at once (the `limit` preset's N, and a cap on search results).
+    #[serde(default)]
+    pub max_tools_limit: Option<usize>,
+    /// Minimum normalised score (0..1) a search result must reach.
+    #[serde(default)]
+    pub search_threshold: Option<f64>,
+    #[serde(default)]
+    pub tool_selection_order: ToolSelectionOrder,
+    /// Tools always sent in full (public names like `server___tool`, or bare tool names).
+    #[serde(default, rename = "never_defer", alias = "neverDefer")]
+    pub never_defer: Vec<String>,
+    /// Tools every session sees from the start.
+    #[serde(default)]
+    pub pinned: Vec<String>,
+    /// Category per server name.
+    #[serde(default)]
+    pub categories: BTreeMap<String, String>,
+    /// Tags per server name.
+    #[serde(default)]
+    pub tags: BTreeMap<String, Vec<String>>,
+    /// Only these servers are started (names or `*` globs); empty means all.
+    #[serde(default)]
+    pub selected_servers: Vec<String>,
+    /// Only these tools are exposed (`server:*`, `server:tool`, globs allowed); empty means all.
+    #[serde(default)]
+    pub selected_tools: Vec<String>,
+    #[serde(default = "default_separator")]
+    pub separator: String,
+    #[serde(default)]
+    pub debug: bool,
+    /// Timeout for a forwarded `tools/call`, in seconds.
+    #[serde(default = "default_call_timeout")]
+    pub call_timeout_secs: u64,
+}
+
+fn default_threshold() -> usize {
+    15
+}
+fn default_separator() -> String {
+    DEFAULT_SEPARATOR.to_string()
+}
+fn default_call_timeout() -> u64 {
+    60
+}
+
+impl Default for ToolSearchConfig {
+    fn default() -> Self {
+        Self {
+            preset: Preset::default(),
+            threshold: default_threshold(),
+            max_tools_limit: None,
+            search_threshold: None,
+            tool_selection_order: ToolSelectionOrder::default(),
+            never_defer: Vec::new(),
+            pinned: Vec::new(),
+            categories: BTreeMap::new(),
+            tags: BTreeMap::new(),
+            selected_servers: Vec::new(),
+            selected_tools: Vec::new(),
+            separator: default_separator(),
+            debug: false,
+            call_timeout_secs: default_call_timeout(),
+        }
+    }
+}
+
+impl ToolSearchConfig {
+    pub fn call_timeout(&self) -> Duration {
+        Duration::from_secs(self.call_timeout_secs)
+    }
+
+    /// Whether a server passes `selectedServers`.
+    pub fn server_selected(&self, server: &str) -> bool {
+        self.selected_servers.is_empty() || self.selected_servers.iter().any(|p| glob(p, server))
+    }
+
+    /// Whether a tool passes `selectedServers` and `selectedTools`.
+    pub fn tool_selected(&self, server: &str, tool: &str) -> bool {
+        if !self.server_selected(server) {
+            return false;
+        }
+        if self.selected_tools.is_empty() {
+            return true;
+        }
+        self.selected_tools.iter().any(|pattern| {
+            match pattern.split_once(':') {
+                Some((sp, tp)) => glob(sp, server) && glob(tp, tool),
+                // A bare pattern matches the tool name on any server, or the public name.
+                None => {
+                    glob(pattern, tool)
+                        || glob(pattern, &format!("{server}{}{tool}", self.separator))
+                }
+            }
+        })
+    }
+
+    /// Whether a tool is listed in `never_defer` (by public name or bare name).
+    pub fn is_never_defer(&self, server: &str, tool: &str) -> bool {
+        let public = format!("{server}{}{tool}", self.separator);
+        self.never_defer
+            .iter()
+            .any(|n| glob(n, &public) || glob(n, tool))
+    }
+}
+
+/// `*` matches any run of characters; everything else matches itself.
+pub fn glob(pattern: &str, text: &str) -> bool {
+    let p: Vec<char> = pattern.chars().collect();
+    let t: Vec<char> = text.chars().collect();
+    let (mut pi, mut ti) = (0usize, 0usize);
+    let (mut star, mut mark) = (None::<usize>, 0usize);
+    while ti < t.len() {
+        if pi < p.len() && p[pi] != '*' && p[pi] == t[ti] {
+            pi += 1;
+            ti += 1;
+        } else if pi < p.len() && p[pi] == '*' {
+            star = Some(pi);
+            mark = ti;
+            pi += 1;
+        } else if let Some(s) = star {
+            pi = s + 1;
+            mark += 1;
+            ti = mark;
+        } else {
+            return false;
+        }
+    }
+    while pi < p.len() && p[pi] == '*' {
+        pi += 1;
+    }
+    pi == p.len()
+}
+
+/// The `supervisor` section: how failing upstreams are restarted.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SupervisorConfig {
+    /// Delay before the first restart, in milliseconds; doubles on each failure.
+    #[serde(default = "default_initial_backoff_ms")]
+    pub initial_backoff_ms: u64,
+    /// Cap on the delay between restarts, in milliseconds.
+    #[serde(default = "default_max_backoff_ms")]
+    pub max_backoff_ms: u64,
+    /// Consecutive failed starts after which a server is marked failed and left alone; none = forever.
+    #[serde(default)]
+    pub max_restarts: Option<u32>,
+    /// How long starting a server (spawn or connect, initialize, first tools/list) may take, in seconds.
+    #[serde(default = "default_startup_timeout_secs")]
+    pub startup_timeout_secs: u64,
+}
+
+fn default_initial_backoff_ms() -> u64 {
+    500
+}
+fn default_max_backoff_ms() -> u64 {
+    30_000
+}
+fn default_startup_timeout_secs() -> u64 {
+    60
+}
+
+impl Default for SupervisorConfig {
+    fn default() -> Self {
+        Self {
+            initial_backoff_ms: default_initial_backoff_ms(),
+            max_backoff_ms: default_max_backoff_ms(),
+            max_restarts: None,
+            startup_timeout_secs: default_startup_timeout_secs(),
+        }
+    }
+}
+
+/// File formats the gateway reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Toml,
+    Json,
+}
+
+impl Format {
+    /// `.toml` is TOML; anything else is JSON (Claude Desktop and Cursor configs are `.json`).
+    pub fn from_path(path: &Path) -> Self {
+        match path.extension().and_then(|e| e.to_str()) {
+            Some(ext) if ext.eq_ignore_ascii_case("toml") => Format::Toml,
+            _ => Format::Json,
+        }
+    }
+}
+
+impl GatewayConfig {
+    /// Reads and checks a config file.
+    pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: file.clone(),
+            key: String::new(),
+            line: None,
+            column: None,
+            message: format!("cannot read the file: {e}; check the path given with --config"),
+        })?;
+        Self::parse(&text, Format::from_path(path), &file)
+    }
+
+    /// Parses and checks config text; `file` names it in errors.
+    pub fn parse(text: &str, format: Format, file: &str) -> Result<Self, ConfigError> {
+        let config: GatewayConfig = match format {
+            Format::Toml => parse_toml(text, file)?,
+            Format::Json => parse_json(text, file)?,
+        };
+        config.validate().map_err(|(key, message)| ConfigError {
+            file: file.to_string(),
+            key,
+            line: None,
+            column: None,
+            message,
+        })?;
+        Ok(config)
+    }
+
+    /// The servers to start: enabled and selected, in config order.
+    pub fn active_servers(&self) -> impl Iterator<Item = (&str, &ServerConfig)> {
+        self.mcp_servers
+            .iter()
+            .filter(|(name, s)| !s.disabled && self.tool_search.server_selected(name))
+    }
+
+    fn validate(&self) -> Result<(), (String, String)> {
+        let ts = &self.tool_search;
+        if ts.separator.is_empty() {
+            return Err((
+                "toolSearch.separator".into(),
+                "must not be empty; the default is `___`".into(),
+            ));
+        }
+        if let Some(t) = ts.search_threshold {
+            if !(0.0..=1.0).contains(&t) || t.is_nan() {
+                return Err((
+                    "toolSearch.searchThreshold".into(),
+                    format!("is {t}, but must be between 0 and 1 (a normalised score)"),
+                ));
+            }
+        }
+        if ts.max_tools_limit == Some(0) {
+            return Err((
+                "toolSearch.maxToolsLimit".into(),
+                "is 0, which would expose no tools; use a positive number or remove the key".into(),
+            ));
+        }
+        if ts.call_timeout_secs == 0 {
+            return Err((
+                "toolSearch.callTimeoutSecs".into(),
+                "is 0; give a timeout in seconds (the default is 60)".into(),
+            ));
+        }
+        for (i, pattern) in ts.selected_tools.iter().enumerate() {
+            if pattern.is_empty() || pattern.split(':').count() > 2 {
+                return Err((
+                    format!("toolSearch.selectedTools[{i}]"),
+                    format!(
+                        "`{pattern}` is not a tool pattern; use `server:tool`, `server:*` or a tool name"
+                    ),
+                ));
+            }
+        }
+        for (section, names) in [
+            ("categories", ts.categories.keys().collect::<Vec<_>>()),
+            ("tags", ts.tags.keys().collect::<Vec<_>>()),
+        ] {
+            for name in names {
+                if self.mcp_servers.get(name).is_none() {
+                    return Err((
+                        format!("toolSearch.{section}.{name}"),
+                        format!(
+                            "names server `{name}`, which is not in mcpServers (servers: {})",
+                            list_or_none(&self.mcp_servers.names())
+                        ),
+                    ));
+                }
+            }
+        }
+        let sup = &self.supervisor;
+        if sup.initial_backoff_ms == 0 {
+            return Err((
+                "supervisor.initialBackoffMs".into(),
+                "is 0; a restart loop needs a delay (the default is 500)".into(),
+            ));
+        }
+        if sup.max_backoff_ms < sup.initial_backoff_ms {
+            return Err((
+                "supervisor.maxBackoffMs".into(),
+                format!(
+                    "is {} ms, below initialBackoffMs ({} ms); make it at least as large",
+                    sup.max_backoff_ms, sup.initial_backoff_ms
+                ),
+            ));
+        }
+        if sup.startup_timeout_secs == 0 {
+            return Err((
+                "supervisor.startupTimeoutSecs".into(),
+                "is 0; give a timeout in seconds (the default is 60)".into(),
+            ));
+        }
+        for (name, server) in self.mcp_servers.iter() {
+            let key = format!("mcpServers.{name}");
+            if name.is_empty() {
+                return Err((key, "a server name must not be empty".into()));
+            }
+            if name.contains(ts.separator.as_str()) {
+                return Err((
+                    key,
+                    format!(
+                        "server name `{name}` contains the separator `{}`, so its tools' public names would be ambiguous; rename the server or change toolSearch.separator",
+                        ts.separator
+                    ),
+                ));
+            }
+            server
+                .transport()
+                .map_err(|why| (key, format!("server `{name}` {why}")))?;
+        }
+        Ok(())
+    }
+}
+
+fn list_or_none(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// 1-based line and column of a byte offset.
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = text.get(..offset).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before
+        .rsplit_once('\n')
+        .map_or(before, |(_, rest)| rest)
+        .chars()
+        .count()
+        + 1;
+    (line, column)
+}
+
+fn path_string(path: &serde_path_to_error::Path) -> String {
+    let s = path.to_string();
+    if s == "." {
+        String::new()
+    } else {
+        s
+    }
+}
+
+fn parse_toml(text: &str, file: &str) -> Result<GatewayConfig, ConfigError> {
+    let toml_error = |e: &toml::de::Error, key: String| {
+        let (line, column) = match e.span() {
+            Some(span) => {
+                let (l, c) = line_col(text, span.start);
+                (Some(l), Some(c))
+            }
+            None => (None, None),
+        };
+        ConfigError {
+            file: file.to_string(),
+            key,
+            line,
+            column,
+            message: e.message().trim().to_string(),
+        }
+    };
+    let de = toml::Deserializer::parse(text).map_err(|e| toml_error(&e, String::new()))?;
+    serde_path_to_error::deserialize(de).map_err(|e| toml_error(e.inner(), path_string(e.path())))
+}
+
+fn parse_json(text: &str, file: &str) -> Result<GatewayConfig, ConfigError> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let config: GatewayConfig =
+        serde_path_to_error::deserialize(&mut de).map_err(|e| json_error(&e, file))?;
+    de.end().map_err(|e| ConfigError {
+        file: file.to_string(),
+        key: String::new(),
+        line: Some(e.line()),
+        column: Some(e.column()),
+        message: format!("{e}; the file must hold one JSON object"),
+    })?;
+    Ok(config)
+}
+
+fn json_error(e: &serde_path_to_error::Error<serde_json::Error>, file: &str) -> ConfigError {
+    let inner = e.inner();
+    // serde_json appends " at line L column C" to its messages; the position is reported apart.
+    let raw = inner.to_string();
+    let message = match raw.rfind(" at line ") {
+        Some(i) => raw[..i].to_string(),
+        None => raw,
+    };
+    ConfigError {
+        file: file.to_string(),
+        key: path_string(e.path()),
+        line: (inner.line() > 0).then_some(inner.line()),
+        column: (inner.line() > 0).then_some(inner.column()),
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn toml(text: &str) -> Result<GatewayConfig, ConfigError> {
+        GatewayConfig::parse(text, Format::Toml, "gateway.toml")
+    }
+    fn json(text: &str) -> Result<GatewayConfig, ConfigError> {
+        GatewayConfig::parse(text, Format::Json, "claude_desktop_config.json")
+    }
+
+    #[test]
+    fn claude_desktop_config_is_accepted_unchanged() {
+        let config = json(
+            r#"{
+              "globalShortcut": "",
+              "mcpServers": {
+                "filesystem": {
+                  "command": "npx",
+                  "args": ["-y", "@modelcontextprotocol/server-filesystem", "/tmp"],
+                  "env": {"DEBUG": "1"}
+                },
+                "remote": {"url": "https://example.com/mcp", "headers": {"Authorization": "Bearer x"}},
+                "typed": {"type": "stdio", "command": "uvx", "args": ["mcp-server-time"], "autoApprove": []}
+              }
+            }"#,
+        )
+        .unwrap();
+        assert_eq!(
+            config.mcp_servers.names(),
+            ["filesystem", "remote", "typed"]
+        );
+        let fs = config.mcp_servers.get("filesystem").unwrap();
+        assert_eq!(
+            fs.transport().unwrap(),
+            Transport::Stdio {
+                command: "npx".into(),
+                args: vec![
+                    "-y".into(),
+                    "@modelcontextprotocol/server-filesystem".into(),
+                    "/tmp".into()
+                ],
+                env: [("DEBUG".to_string(), "1".to_string())].into(),
+                cwd: None,
+            }
+        );
+        let remote = config
+            .mcp_servers
+            .get("remote")
+            .unwrap()
+            .transport()
+            .unwrap();
+        assert!(
+            matches!(remote, Transport::StreamableHttp { ref url, ref headers }
+            if url == "https://example.com/mcp" && headers["Authorization"] == "Bearer x")
+        );
+        assert!(config.mcp_servers.get("typed").is_some());
+        assert_eq!(config.tool_search, ToolSearchConfig::default());
+        assert_eq!(config.tool_search.separator, "___");
+        assert_eq!(config.tool_search.threshold, 15);
+        assert_eq!(config.tool_search.call_timeout(), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn toml_keeps_server_order_and_reads_tool_search() {
+        let config = toml(
+            r#"
+            [mcpServers.zeta]
+            command = "z"
+            [mcpServers.alpha]
+            url = "http://127.0.0.1:1/mcp"
+            transport = "streamable-http"
+            [toolSearch]
+            preset = "limit"
+            threshold = 3
+            maxToolsLimit = 5
+            searchThreshold = 0.4
+            toolSelectionOrder = "alphabetical"
+            never_defer = ["zeta__a"]
+            pinned = ["alpha___b"]
+            categories = { zeta = "dev" }
+            tags = { alpha = ["web", "net"] }
+            selectedTools = ["zeta:*", "alpha:b*"]
+            separator = "__"
+            debug = true
+            callTimeoutSecs = 5
+            [supervisor]
+            initialBackoffMs = 10
+            maxBackoffMs = 20
+            maxRestarts = 3
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.mcp_servers.names(), ["zeta", "alpha"]);
+        let ts = &config.tool_search;
+        assert_eq!(ts.preset, Preset::Limit);
+        assert_eq!(ts.max_tools_limit, Some(5));
+        assert_eq!(ts.tool_selection_order, ToolSelectionOrder::Alphabetical);
+        assert_eq!(ts.categories["zeta"], "dev");
+        assert_eq!(ts.tags["alpha"], ["web", "net"]);
+        assert!(ts.tool_selected("zeta", "anything"));
+        assert!(ts.tool_selected("alpha", "beta"));
+        assert!(!ts.tool_selected("alpha", "gamma"));
+        assert!(ts.is_never_defer("zeta", "a"));
+        assert!(!ts.is_never_defer("alpha", "a"));
+        assert_eq!(config.supervisor.max_restarts, Some(3));
+        assert!(matches!(
+            config.mcp_servers.get("alpha").unwrap().transport(),
+            Ok(Transport::StreamableHttp { .. })
+        ));
+    }
+
+    #[test]
+    fn typo_in_tool_search_names_file_key_and_position() {
+        let err = toml("[toolSearch]\npreset = \"search\"\nthreshhold = 3\n").unwrap_err();
+        assert_eq!(err.file, "gateway.toml");
+        assert_eq!(err.line, Some(3));
+        assert!(err.message.contains("threshhold"), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains("gateway.toml") && text.contains("line 3"),
+            "{text}"
+        );
+
+        let err = json(r#"{"toolSearch": {"preset": "search", "pinnd": []}}"#).unwrap_err();
+        assert!(err.message.contains("pinnd"), "{err}");
+        assert_eq!(err.line, Some(1));
+    }
+
+    #[test]
+    fn bad_value_names_its_key() {
+        let err = toml("[toolSearch]\npreset = \"everything\"\n").unwrap_err();
+        assert_eq!(err.key, "toolSearch.preset");
+        assert_eq!(err.line, Some(2));
+        assert!(err.message.contains("everything"), "{err}");
+
+        let err = json("{\n  \"mcpServers\": {\"a\": {\"command\": \"x\", \"args\": \"-y\"}}\n}")
+            .unwrap_err();
+        assert_eq!(err.key, "mcpServers.a.args");
+        assert_eq!(err.line, Some(2));
+    }
+
+    #[test]
+    fn syntax_errors_carry_line_and_column() {
+        let err =
+            json("{\n  \"mcpServers\": {\n    \"a\": {\"command\": \"x\",}\n  }\n}").unwrap_err();
+        assert_eq!(err.line, Some(3));
+        assert!(err.column.is_some());
+        let err = toml("[mcpServers.a]\ncommand = \"x\n").unwrap_err();
+        assert_eq!(err.line, Some(2));
+        assert!(err.to_string().contains("line 2, column"), "{err}");
+    }
+
+    #[test]
+    fn semantic_errors_say_what_to_do() {
+        let err = json(r#"{"mcpServers": {"a": {"args": ["x"]}}}"#).unwrap_err();
+        assert_eq!(err.key, "mcpServers.a");
+        assert!(err.message.contains("neither `command`"), "{err}");
+
+        let err =
+            json(r#"{"mcpServers": {"a": {"type": "sse", "url": "http://x/sse"}}}"#).unwrap_err();
+        assert!(err.message.contains("SSE"), "{err}");
+
+        let err = json(r#"{"mcpServers": {"a___b": {"command": "x"}}}"#).unwrap_err();
+        assert!(err.message.contains("separator"), "{err}");
+
+        let err = json(r#"{"mcpServers": {"a": {"url": "ftp://x"}}}"#).unwrap_err();
+        assert!(err.message.contains("http://"), "{err}");
+
+        let err = json(r#"{"mcpServers": {"a": {"url": "http://x", "headers": {"Accept": "y"}}}}"#)
+            .unwrap_err();
+        assert!(err.message.contains("Accept"), "{err}");
+
+        let err = json(r#"{"toolSearch": {"searchThreshold": 1.5}}"#).unwrap_err();
+        assert_eq!(err.key, "toolSearch.searchThreshold");
+
+        let err = json(r#"{"mcpServers": {}, "toolSearch": {"categories": {"ghost": "x"}}}"#)
+            .unwrap_err();
+        assert_eq!(err.key, "toolSearch.categories.ghost");
+
+        let err =
+            json(r#"{"supervisor": {"initialBackoffMs": 100, "maxBackoffMs": 10}}"#).unwrap_err();
+        assert_eq!(err.key, "supervisor.maxBackoffMs");
+
+        let err =
+            json(r#"{"mcpServers": {"a": {"command": "x"}, "a": {"command": "y"}}}"#).unwrap_err();
+        assert!(err.message.contains("twice"), "{err}");
+    }
+
+    #[test]
+    fn missing_file_is_named() {
+        let err = GatewayConfig::load("/nonexistent/gateway.toml").unwrap_err();
+        assert_eq!(err.file, "/nonexistent/gateway.toml");
+        assert!(err.message.contains("cannot read"), "{err}");
+    }
+
+    #[test]
+    fn disabled_and_unselected_servers_are_not_active() {
+        let config = json(
+            r#"{"mcpServers": {"a": {"command": "x"}, "b": {"command": "y", "disabled": true}, "c": {"command": "z"}},
+                "toolSearch": {"selectedServers": ["a", "d*"]}}"#,
+        )
+        .unwrap();
+        let active: Vec<_> = config.active_servers().map(|(n, _)| n).collect();
+        assert_eq!(active, ["a"]);
+    }
+
+    #[test]
+    fn glob_matches() {
+        assert!(glob("*", ""));
+        assert!(glob("get_*", "get_weather"));
+        assert!(glob("*weather*", "get_weather_now"));
+        assert!(!glob("get_*", "set_weather"));
+        assert!(glob("a*b*c", "axxbyyc"));
+        assert!(!glob("a*b*c", "axxbyy"));
+    }
+}

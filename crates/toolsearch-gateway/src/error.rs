@@ -1,0 +1,54 @@
+//! The gateway's errors. Each says what went wrong and what to do about it.
+
+use std::time::Duration;
+
+use crate::config::ConfigError;
+use crate::supervisor::ServerState;
+
+pub type Result<T, E = GatewayError> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum GatewayError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+
+    #[error("unknown upstream server `{server}`; configured servers: {known}")]
+    UnknownServer { server: String, known: String },
+
+    #[error("upstream server `{server}` is unavailable ({state}); the gateway restarts it automatically, try again later or check its logs (target `upstream`)")]
+    ServerUnavailable { server: String, state: ServerState },
+
+    #[error("tool `{tool}` of server `{server}` is excluded by toolSearch.selectedServers/selectedTools; change the filter to expose it")]
+    ToolNotSelected { server: String, tool: String },
+
+    #[error("call to `{tool}` on server `{server}` timed out after {}s; the upstream was told to cancel it; raise toolSearch.callTimeoutSecs if the tool is slow", timeout.as_secs_f64())]
+    CallTimeout {
+        server: String,
+        tool: String,
+        timeout: Duration,
+    },
+
+    #[error("call to `{tool}` on server `{server}` was cancelled by the caller; the upstream was told to cancel it")]
+    CallCancelled { server: String, tool: String },
+
+    /// The upstream answered with a JSON-RPC error (unknown tool, invalid arguments, ...).
+    #[error("server `{server}` rejected the call to `{tool}`: {} (code {}); check the tool name and its arguments against the tool's schema", error.message, error.code.0)]
+    UpstreamRejected {
+        server: String,
+        tool: String,
+        error: rmcp::ErrorData,
+    },
+
+    /// The connection failed while the call was in flight.
+    #[error("call to `{tool}` on server `{server}` failed: {message}; the server is restarted automatically if it went down")]
+    CallFailed {
+        server: String,
+        tool: String,
+        message: String,
+    },
+
+    /// Starting or connecting an upstream failed (used as the `last_error` of its state).
+    #[error("server `{server}` failed to start: {message}")]
+    Start { server: String, message: String },
+}

@@ -1,0 +1,731 @@
+//! Supervision of the upstream servers and the handle the rest of the gateway uses.
+//!
+//! Each upstream runs in its own task: connect, fetch its tools, serve calls, re-fetch on
+//! `notifications/tools/list_changed`; when it exits or fails to start, wait (exponential backoff,
+//! capped) and start it again, then fetch its tools afresh. One upstream's trouble never touches the
+//! others. While an upstream is not `Ready`, a call to it fails at once with its state.
+
+use std::fmt;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RoleClient;
+use rmcp::{Peer, ServiceError};
+use serde_json::{Map, Value};
+use tokio::sync::{broadcast, mpsc, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use toolsearch_core::{DeferPolicy, Tool};
+
+use crate::config::{GatewayConfig, ServerConfig, SupervisorConfig, ToolSearchConfig, Transport};
+use crate::error::{GatewayError, Result};
+use crate::upstream::{self, Connection, Signal};
+
+/// Where an upstream server is in its life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerState {
+    /// Being started or connected; `attempt` counts from 1 since it was last ready.
+    Starting { attempt: u32 },
+    /// Connected, tools fetched, taking calls.
+    Ready,
+    /// Down; the next start comes after `retry_in`.
+    Restarting {
+        attempt: u32,
+        last_error: String,
+        retry_in: Duration,
+    },
+    /// Given up after `attempts` failed starts (supervisor.maxRestarts); restart it by hand.
+    Failed { attempts: u32, last_error: String },
+    /// Shut down with the gateway.
+    Stopped,
+}
+
+impl ServerState {
+    pub fn is_ready(&self) -> bool {
+        matches!(self, ServerState::Ready)
+    }
+}
+
+impl fmt::Display for ServerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ServerState::Starting { attempt } => write!(f, "starting, attempt {attempt}"),
+            ServerState::Ready => f.write_str("ready"),
+            ServerState::Restarting {
+                attempt,
+                last_error,
+                retry_in,
+            } => write!(
+                f,
+                "restarting after failure {attempt}, next try in {:.1}s; last error: {last_error}",
+                retry_in.as_secs_f64()
+            ),
+            ServerState::Failed {
+                attempts,
+                last_error,
+            } => write!(
+                f,
+                "failed, gave up after {attempts} attempts; last error: {last_error}"
+            ),
+            ServerState::Stopped => f.write_str("stopped"),
+        }
+    }
+}
+
+/// What changed upstream.
+#[derive(Debug, Clone, PartialEq)]
+pub enum UpstreamEvent {
+    /// The server's tool list, as now known (after connecting, reconnecting, or list_changed),
+    /// filtered by `selectedTools` and decorated with category, tags and defer policy.
+    ToolsChanged { server: String, tools: Vec<Tool> },
+    /// The server's state changed.
+    StateChanged { server: String, state: ServerState },
+}
+
+/// Timings of the supervisor; from the `supervisor` and `toolSearch` config sections.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SupervisorOptions {
+    pub initial_backoff: Duration,
+    pub max_backoff: Duration,
+    /// Failed starts in a row after which a server is marked `Failed`; `None` retries forever.
+    pub max_restarts: Option<u32>,
+    /// Limit on connecting, initializing and the first tools/list.
+    pub startup_timeout: Duration,
+    /// Default timeout of a forwarded tools/call.
+    pub call_timeout: Duration,
+}
+
+impl Default for SupervisorOptions {
+    fn default() -> Self {
+        Self::from_config(&SupervisorConfig::default(), &ToolSearchConfig::default())
+    }
+}
+
+impl SupervisorOptions {
+    pub fn from_config(sup: &SupervisorConfig, ts: &ToolSearchConfig) -> Self {
+        Self {
+            initial_backoff: Duration::from_millis(sup.initial_backoff_ms),
+            max_backoff: Duration::from_millis(sup.max_backoff_ms),
+            max_restarts: sup.max_restarts,
+            startup_timeout: Duration::from_secs(sup.startup_timeout_secs),
+            call_timeout: ts.call_timeout(),
+        }
+    }
+
+    /// Delay before restart number `failures` (1-based): initial, doubled each time, capped.
+    pub fn backoff(&self, failures: u32) -> Duration {
+        let exp = failures.saturating_sub(1).min(31);
+        self.initial_backoff
+            .saturating_mul(1u32 << exp)
+            .min(self.max_backoff)
+    }
+}
+
+struct Live {
+    peer: Peer<RoleClient>,
+    pid: Option<u32>,
+}
+
+struct Slot {
+    name: String,
+    state: watch::Sender<ServerState>,
+    live: RwLock<Option<Live>>,
+    raw_tools: RwLock<Vec<rmcp::model::Tool>>,
+    tools: RwLock<Vec<Tool>>,
+    signals: mpsc::UnboundedSender<Signal>,
+}
+
+fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
+    match lock.read() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    match lock.write() {
+        Ok(guard) => guard,
+        Err(poisoned) => poisoned.into_inner(),
+    }
+}
+
+struct Inner {
+    slots: Vec<Arc<Slot>>,
+    events: broadcast::Sender<UpstreamEvent>,
+    tool_search: ToolSearchConfig,
+    options: SupervisorOptions,
+    shutdown: CancellationToken,
+    tasks: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl Inner {
+    fn emit(&self, event: UpstreamEvent) {
+        // No subscriber is fine: the state and tools stay readable through the handle.
+        let _ = self.events.send(event);
+    }
+
+    fn set_state(&self, slot: &Slot, state: ServerState) {
+        match &state {
+            ServerState::Ready => {
+                tracing::info!(target: "upstream", server = %slot.name, "ready")
+            }
+            ServerState::Restarting { .. } | ServerState::Failed { .. } => {
+                tracing::warn!(target: "upstream", server = %slot.name, "{state}")
+            }
+            _ => tracing::debug!(target: "upstream", server = %slot.name, "{state}"),
+        }
+        slot.state.send_replace(state.clone());
+        self.emit(UpstreamEvent::StateChanged {
+            server: slot.name.clone(),
+            state,
+        });
+    }
+
+    fn publish_tools(&self, slot: &Slot, raw: Vec<rmcp::model::Tool>) {
+        let ts = &self.tool_search;
+        let tools: Vec<Tool> = raw
+            .iter()
+            .filter(|t| ts.tool_selected(&slot.name, &t.name))
+            .map(|t| {
+                let mut tool = upstream::to_core_tool(&slot.name, t);
+                tool.category = ts.categories.get(&slot.name).cloned();
+                tool.tags = ts.tags.get(&slot.name).cloned().unwrap_or_default();
+                if ts.is_never_defer(&slot.name, &tool.name) {
+                    tool.defer = DeferPolicy::Never;
+                }
+                tool
+            })
+            .collect();
+        tracing::info!(target: "upstream", server = %slot.name, tools = tools.len(), listed = raw.len(), "tools fetched");
+        *write(&slot.raw_tools) = raw;
+        *write(&slot.tools) = tools.clone();
+        self.emit(UpstreamEvent::ToolsChanged {
+            server: slot.name.clone(),
+            tools,
+        });
+    }
+}
+
+/// Handle on the running upstreams. Cheap to clone; all clones share the same servers.
+#[derive(Clone)]
+pub struct UpstreamManager {
+    inner: Arc<Inner>,
+}
+
+impl fmt::Debug for UpstreamManager {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UpstreamManager")
+            .field("servers", &self.servers())
+            .finish()
+    }
+}
+
+/// Capacity of the event channel; a receiver that lags re-reads `tools()` and `states()`.
+const EVENT_CAPACITY: usize = 1024;
+
+impl UpstreamManager {
+    /// Starts supervising every active server of `config` (enabled, and selected by
+    /// `toolSearch.selectedServers`). Must be called inside a Tokio runtime. Returns at once; use
+    /// [`wait_for_state`](Self::wait_for_state) or [`subscribe`](Self::subscribe) to follow start-up.
+    pub fn start(config: &GatewayConfig) -> Self {
+        let servers: Vec<(String, ServerConfig)> = config
+            .active_servers()
+            .map(|(name, server)| (name.to_string(), server.clone()))
+            .collect();
+        Self::start_with(
+            servers,
+            config.tool_search.clone(),
+            SupervisorOptions::from_config(&config.supervisor, &config.tool_search),
+        )
+    }
+
+    /// Like [`start`](Self::start), with the servers and timings given directly.
+    pub fn start_with(
+        servers: Vec<(String, ServerConfig)>,
+        tool_search: ToolSearchConfig,
+        options: SupervisorOptions,
+    ) -> Self {
+        let (events, _) = broadcast::channel(EVENT_CAPACITY);
+        let mut slots = Vec::new();
+        let mut receivers = Vec::new();
+        for (name, server) in servers {
+            let (tx, rx) = mpsc::unbounded_channel();
+            let (state, _) = watch::channel(ServerState::Starting { attempt: 1 });
+            let transport = server.transport();
+            slots.push(Arc::new(Slot {
+                name,
+                state,
+                live: RwLock::new(None),
+                raw_tools: RwLock::new(Vec::new()),
+                tools: RwLock::new(Vec::new()),
+                signals: tx,
+            }));
+            receivers.push((rx, transport));
+        }
+        let inner = Arc::new(Inner {
+            slots,
+            events,
+            tool_search,
+            options,
+            shutdown: CancellationToken::new(),
+            tasks: Mutex::new(Vec::new()),
+        });
+        let mut tasks = Vec::new();
+        for (slot, (rx, transport)) in inner.slots.iter().zip(receivers) {
+            let inner2 = inner.clone();
+            let slot = slot.clone();
+            tasks.push(tokio::spawn(async move {
+                match transport {
+                    Ok(transport) => supervise(inner2, slot, transport, rx).await,
+                    Err(why) => {
+                        let last_error = format!("server `{}` {why}", slot.name);
+                        inner2.set_state(
+                            &slot,
+                            ServerState::Failed {
+                                attempts: 0,
+                                last_error,
+                            },
+                        );
+                    }
+                }
+            }));
+        }
+        match inner.tasks.lock() {
+            Ok(mut t) => t.extend(tasks),
+            Err(poisoned) => poisoned.into_inner().extend(tasks),
+        }
+        Self { inner }
+    }
+
+    /// Names of the supervised servers, in config order.
+    pub fn servers(&self) -> Vec<String> {
+        self.inner.slots.iter().map(|s| s.name.clone()).collect()
+    }
+
+    fn slot(&self, server: &str) -> Result<&Arc<Slot>> {
+        self.inner
+            .slots
+            .iter()
+            .find(|s| s.name == server)
+            .ok_or_else(|| GatewayError::UnknownServer {
+                server: server.to_string(),
+                known: if self.inner.slots.is_empty() {
+                    "none (add servers under mcpServers)".into()
+                } else {
+                    self.servers().join(", ")
+                },
+            })
+    }
+
+    /// A server's current state; `None` for a server that is not supervised.
+    pub fn state(&self, server: &str) -> Option<ServerState> {
+        self.slot(server).ok().map(|s| s.state.borrow().clone())
+    }
+
+    /// Every server's state, in config order.
+    pub fn states(&self) -> Vec<(String, ServerState)> {
+        self.inner
+            .slots
+            .iter()
+            .map(|s| (s.name.clone(), s.state.borrow().clone()))
+            .collect()
+    }
+
+    /// A receiver that sees each state change of one server.
+    pub fn watch_state(&self, server: &str) -> Result<watch::Receiver<ServerState>> {
+        Ok(self.slot(server)?.state.subscribe())
+    }
+
+    /// Waits until a server's state satisfies `pred` (checked against the current state first) and
+    /// returns that state. Fails only for an unknown server.
+    pub async fn wait_for_state(
+        &self,
+        server: &str,
+        pred: impl FnMut(&ServerState) -> bool,
+    ) -> Result<ServerState> {
+        let mut rx = self.watch_state(server)?;
+        let state = rx
+            .wait_for(pred)
+            .await
+            .map(|s| s.clone())
+            // The sender lives in the slot, which outlives every receiver made from this handle.
+            .unwrap_or(ServerState::Stopped);
+        Ok(state)
+    }
+
+    /// Events for tool-list and state changes of all servers.
+    pub fn subscribe(&self) -> broadcast::Receiver<UpstreamEvent> {
+        self.inner.events.subscribe()
+    }
+
+    /// All known tools of all servers, in config order, filtered and decorated. A server that is
+    /// down keeps its last known tools; check [`state`](Self::state) to tell whether they are callable.
+    pub fn tools(&self) -> Vec<Tool> {
+        self.inner
+            .slots
+            .iter()
+            .flat_map(|s| read(&s.tools).clone())
+            .collect()
+    }
+
+    /// One server's known tools.
+    pub fn server_tools(&self, server: &str) -> Result<Vec<Tool>> {
+        Ok(read(&self.slot(server)?.tools).clone())
+    }
+
+    /// One server's tools exactly as it listed them (with title, outputSchema, icons, _meta),
+    /// before filtering.
+    pub fn raw_tools(&self, server: &str) -> Result<Vec<rmcp::model::Tool>> {
+        Ok(read(&self.slot(server)?.raw_tools).clone())
+    }
+
+    /// Process id of a running stdio server.
+    pub fn pid(&self, server: &str) -> Option<u32> {
+        let slot = self.slot(server).ok()?;
+        let live = read(&slot.live);
+        live.as_ref().and_then(|l| l.pid)
+    }
+
+    /// Restarts a server now: ends its backoff wait or its `Failed` state, or, when it is running,
+    /// closes the session and starts it again.
+    pub fn restart_now(&self, server: &str) -> Result<()> {
+        let _ = self.slot(server)?.signals.send(Signal::RestartNow);
+        Ok(())
+    }
+
+    /// Forwards `tools/call` to `server` with the configured timeout and returns its result
+    /// unchanged (content, structuredContent, isError). Cancelling `cancel`, or dropping the
+    /// returned future, sends `notifications/cancelled` upstream.
+    pub async fn call(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Option<Map<String, Value>>,
+        cancel: CancellationToken,
+    ) -> Result<CallToolResult> {
+        self.call_with_timeout(
+            server,
+            tool,
+            arguments,
+            cancel,
+            self.inner.options.call_timeout,
+        )
+        .await
+    }
+
+    /// [`call`](Self::call) with an explicit timeout.
+    pub async fn call_with_timeout(
+        &self,
+        server: &str,
+        tool: &str,
+        arguments: Option<Map<String, Value>>,
+        cancel: CancellationToken,
+        timeout: Duration,
+    ) -> Result<CallToolResult> {
+        let slot = self.slot(server)?;
+        if !self.inner.tool_search.tool_selected(server, tool) {
+            return Err(GatewayError::ToolNotSelected {
+                server: server.to_string(),
+                tool: tool.to_string(),
+            });
+        }
+        let peer = {
+            let state = slot.state.borrow().clone();
+            let live = read(&slot.live);
+            match (&state, live.as_ref()) {
+                (ServerState::Ready, Some(live)) => live.peer.clone(),
+                _ => {
+                    return Err(GatewayError::ServerUnavailable {
+                        server: server.to_string(),
+                        state,
+                    })
+                }
+            }
+        };
+        let mut params = CallToolRequestParams::new(tool.to_string());
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        tracing::debug!(target: "upstream", server, tool, "tools/call");
+        // rmcp's Peer::call_tool sends notifications/cancelled when its future is dropped before
+        // the answer arrives, which is what both branches below do on timeout or cancellation.
+        let call = tokio::time::timeout(timeout, peer.call_tool(params));
+        tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Err(GatewayError::CallCancelled {
+                server: server.to_string(),
+                tool: tool.to_string(),
+            }),
+            outcome = call => match outcome {
+                Err(_) => Err(GatewayError::CallTimeout {
+                    server: server.to_string(),
+                    tool: tool.to_string(),
+                    timeout,
+                }),
+                Ok(Ok(result)) => Ok(result),
+                Ok(Err(ServiceError::McpError(error))) => Err(GatewayError::UpstreamRejected {
+                    server: server.to_string(),
+                    tool: tool.to_string(),
+                    error,
+                }),
+                Ok(Err(e)) => {
+                    let message = e.to_string();
+                    if matches!(e, ServiceError::TransportClosed | ServiceError::TransportSend(_)) {
+                        let _ = slot.signals.send(Signal::ConnectionLost(format!(
+                            "the connection failed during a call: {message}"
+                        )));
+                    }
+                    Err(GatewayError::CallFailed {
+                        server: server.to_string(),
+                        tool: tool.to_string(),
+                        message,
+                    })
+                }
+            }
+        }
+    }
+
+    /// Stops every upstream (stdio servers are shut down) and waits for the supervisors to end.
+    pub async fn shutdown(&self) {
+        self.inner.shutdown.cancel();
+        let tasks: Vec<JoinHandle<()>> = match self.inner.tasks.lock() {
+            Ok(mut t) => t.drain(..).collect(),
+            Err(poisoned) => poisoned.into_inner().drain(..).collect(),
+        };
+        for task in tasks {
+            let _ = task.await;
+        }
+    }
+}
+
+/// How a connected session ended.
+enum Ended {
+    Shutdown,
+    Lost(String),
+}
+
+async fn supervise(
+    inner: Arc<Inner>,
+    slot: Arc<Slot>,
+    transport: Transport,
+    mut signals: mpsc::UnboundedReceiver<Signal>,
+) {
+    let opts = inner.options.clone();
+    let shutdown = inner.shutdown.clone();
+    let mut failures: u32 = 0;
+    loop {
+        // Signals from a previous session no longer apply.
+        while signals.try_recv().is_ok() {}
+        inner.set_state(
+            &slot,
+            ServerState::Starting {
+                attempt: failures + 1,
+            },
+        );
+        let started = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            started = start(&slot, &transport, opts.startup_timeout) => started,
+        };
+        let last_error = match started {
+            Ok((connection, raw)) => {
+                let up_since = Instant::now();
+                inner.publish_tools(&slot, raw);
+                *write(&slot.live) = Some(Live {
+                    peer: connection.service.peer().clone(),
+                    pid: connection.pid,
+                });
+                inner.set_state(&slot, ServerState::Ready);
+                let ended = run_connected(&inner, &slot, connection, &mut signals).await;
+                *write(&slot.live) = None;
+                match ended {
+                    Ended::Shutdown => break,
+                    Ended::Lost(why) => {
+                        // A server that stayed up longer than the longest delay starts afresh.
+                        if up_since.elapsed() >= opts.max_backoff {
+                            failures = 0;
+                        }
+                        why
+                    }
+                }
+            }
+            Err(why) => why,
+        };
+        failures = failures.saturating_add(1);
+        if opts.max_restarts.is_some_and(|max| failures > max) {
+            inner.set_state(
+                &slot,
+                ServerState::Failed {
+                    attempts: failures,
+                    last_error,
+                },
+            );
+            // Stay failed until asked to restart or to shut down.
+            loop {
+                tokio::select! {
+                    _ = shutdown.cancelled() => break,
+                    signal = signals.recv() => match signal {
+                        Some(Signal::RestartNow) => break,
+                        Some(_) => continue,
+                        None => break,
+                    },
+                }
+            }
+            if shutdown.is_cancelled() {
+                break;
+            }
+            failures = 0;
+            continue;
+        }
+        let retry_in = opts.backoff(failures);
+        inner.set_state(
+            &slot,
+            ServerState::Restarting {
+                attempt: failures,
+                last_error,
+                retry_in,
+            },
+        );
+        let sleep = tokio::time::sleep(retry_in);
+        tokio::pin!(sleep);
+        loop {
+            tokio::select! {
+                _ = shutdown.cancelled() => break,
+                _ = &mut sleep => break,
+                signal = signals.recv() => match signal {
+                    Some(Signal::RestartNow) | None => break,
+                    Some(_) => continue,
+                },
+            }
+        }
+        if shutdown.is_cancelled() {
+            break;
+        }
+    }
+    inner.set_state(&slot, ServerState::Stopped);
+}
+
+/// Connects and fetches the first tool list, within `timeout`.
+async fn start(
+    slot: &Slot,
+    transport: &Transport,
+    timeout: Duration,
+) -> std::result::Result<(Connection, Vec<rmcp::model::Tool>), String> {
+    let attempt = async {
+        let connection = upstream::connect(&slot.name, transport, slot.signals.clone()).await?;
+        let tools = upstream::list_tools(connection.service.peer(), timeout)
+            .await
+            .map_err(|e| upstream::with_stderr(e, &connection.stderr))?;
+        Ok((connection, tools))
+    };
+    match tokio::time::timeout(timeout, attempt).await {
+        Ok(result) => result,
+        Err(_) => Err(format!(
+            "did not finish starting (connect, initialize, tools/list) within {}s; check the command or url, or raise supervisor.startupTimeoutSecs",
+            timeout.as_secs()
+        )),
+    }
+}
+
+async fn run_connected(
+    inner: &Inner,
+    slot: &Slot,
+    connection: Connection,
+    signals: &mut mpsc::UnboundedReceiver<Signal>,
+) -> Ended {
+    let Connection {
+        service,
+        pid: _,
+        stderr,
+    } = connection;
+    let peer = service.peer().clone();
+    let cancel_service = service.cancellation_token();
+    let waiting = service.waiting();
+    tokio::pin!(waiting);
+    let shutdown = inner.shutdown.clone();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => {
+                cancel_service.cancel();
+                // Closing a stdio server waits for it to exit, then signals and kills it.
+                let _ = tokio::time::timeout(Duration::from_secs(10), &mut waiting).await;
+                return Ended::Shutdown;
+            }
+            quit = &mut waiting => {
+                let why = match quit {
+                    Ok(reason) => format!("the connection closed ({reason:?})"),
+                    Err(e) => format!("the connection task failed: {e}"),
+                };
+                return Ended::Lost(upstream::with_stderr(why, &stderr));
+            }
+            signal = signals.recv() => match signal {
+                Some(Signal::ToolListChanged) => {
+                    match upstream::list_tools(&peer, inner.options.startup_timeout).await {
+                        Ok(raw) => inner.publish_tools(slot, raw),
+                        Err(e) => {
+                            tracing::warn!(target: "upstream", server = %slot.name, "re-fetching tools after list_changed failed: {e}");
+                            if peer.is_transport_closed() {
+                                cancel_service.cancel();
+                                let _ = (&mut waiting).await;
+                                return Ended::Lost(upstream::with_stderr(e, &stderr));
+                            }
+                        }
+                    }
+                }
+                Some(Signal::ConnectionLost(why)) => {
+                    cancel_service.cancel();
+                    let _ = tokio::time::timeout(Duration::from_secs(10), &mut waiting).await;
+                    return Ended::Lost(upstream::with_stderr(why, &stderr));
+                }
+                Some(Signal::RestartNow) => {
+                    tracing::info!(target: "upstream", server = %slot.name, "restart requested");
+                    cancel_service.cancel();
+                    let _ = tokio::time::timeout(Duration::from_secs(10), &mut waiting).await;
+                    return Ended::Lost("restart requested".into());
+                }
+                None => {
+                    cancel_service.cancel();
+                    return Ended::Shutdown;
+                }
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let opts = SupervisorOptions {
+            initial_backoff: Duration::from_millis(500),
+            max_backoff: Duration::from_secs(30),
+            ..SupervisorOptions::default()
+        };
+        let delays: Vec<u64> = (1..=9)
+            .map(|n| opts.backoff(n).as_millis() as u64)
+            .collect();
+        assert_eq!(
+            delays,
+            [500, 1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000]
+        );
+        assert_eq!(opts.backoff(u32::MAX), Duration::from_secs(30));
+    }
+
+    #[test]
+    fn state_messages_name_the_problem() {
+        let s = ServerState::Restarting {
+            attempt: 2,
+            last_error: "cannot start `x`".into(),
+            retry_in: Duration::from_secs(1),
+        };
+        let text = s.to_string();
+        assert!(
+            text.contains("attempt") || text.contains("failure 2"),
+            "{text}"
+        );
+        assert!(text.contains("cannot start `x`"), "{text}");
+    }
+}

@@ -1,0 +1,310 @@
+//! One connection to one upstream MCP server, as an MCP client (rmcp).
+//!
+//! Stdio servers run as child processes (in their own process group, so a server started through a
+//! wrapper such as `npx` goes down with it); their stderr goes line by line into the logs under target
+//! `upstream` with field `server`. Streamable HTTP servers are reached with the configured headers.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex, Once};
+use std::time::Duration;
+
+use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
+use rmcp::service::{NotificationContext, RoleClient, RunningService, ServiceExt};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::ClientHandler;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::sync::mpsc;
+
+use toolsearch_core::Tool;
+
+use crate::config::Transport;
+
+/// What the connection tells its supervisor.
+#[derive(Debug, Clone)]
+pub(crate) enum Signal {
+    /// The upstream sent `notifications/tools/list_changed`.
+    ToolListChanged,
+    /// A call saw the transport fail; reconnect.
+    ConnectionLost(String),
+    /// Skip the rest of the backoff delay and restart now.
+    RestartNow,
+}
+
+/// The gateway's side of one upstream session.
+#[derive(Clone)]
+pub(crate) struct UpstreamClient {
+    server: Arc<str>,
+    signals: mpsc::UnboundedSender<Signal>,
+}
+
+impl ClientHandler for UpstreamClient {
+    fn on_tool_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        tracing::debug!(target: "upstream", server = %self.server, "tools/list_changed received");
+        let _ = self.signals.send(Signal::ToolListChanged);
+        std::future::ready(())
+    }
+
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("toolsearch-gateway", env!("CARGO_PKG_VERSION")),
+        )
+    }
+}
+
+/// Last lines a child wrote to stderr, kept to explain why it went down.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StderrTail(Arc<Mutex<VecDeque<String>>>);
+
+impl StderrTail {
+    const KEEP: usize = 20;
+
+    fn push(&self, line: String) {
+        let mut lines = match self.0.lock() {
+            Ok(lines) => lines,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        if lines.len() == Self::KEEP {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+
+    /// The last non-empty line, if any.
+    pub(crate) fn last(&self) -> Option<String> {
+        let lines = match self.0.lock() {
+            Ok(lines) => lines,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        lines.iter().rev().find(|l| !l.trim().is_empty()).cloned()
+    }
+}
+
+/// A live session with an upstream.
+pub(crate) struct Connection {
+    pub(crate) service: RunningService<RoleClient, UpstreamClient>,
+    /// Process id of a stdio server.
+    pub(crate) pid: Option<u32>,
+    pub(crate) stderr: StderrTail,
+}
+
+/// Starts (stdio) or reaches (HTTP) the server and runs the MCP initialize handshake.
+pub(crate) async fn connect(
+    server: &str,
+    transport: &Transport,
+    signals: mpsc::UnboundedSender<Signal>,
+) -> Result<Connection, String> {
+    let client = UpstreamClient {
+        server: server.into(),
+        signals,
+    };
+    match transport {
+        Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } => {
+            let mut cmd = tokio::process::Command::new(command);
+            cmd.args(args).envs(env);
+            if let Some(cwd) = cwd {
+                cmd.current_dir(cwd);
+            }
+            let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
+            #[cfg(unix)]
+            wrapped.wrap(process_wrap::tokio::ProcessGroup::leader());
+            let (child, stderr) = TokioChildProcess::builder(wrapped)
+                .stderr(Stdio::piped())
+                .spawn()
+                .map_err(|e| spawn_error(command, cwd.as_deref(), &e))?;
+            let pid = child.id();
+            let tail = StderrTail::default();
+            if let Some(stderr) = stderr {
+                let tail = tail.clone();
+                let server = server.to_string();
+                tokio::spawn(async move {
+                    let mut lines = BufReader::new(stderr).lines();
+                    loop {
+                        match lines.next_line().await {
+                            Ok(Some(line)) => {
+                                tracing::info!(target: "upstream", server = %server, "{line}");
+                                tail.push(line);
+                            }
+                            Ok(None) => break,
+                            Err(e) => {
+                                tracing::debug!(target: "upstream", server = %server, "stderr closed: {e}");
+                                break;
+                            }
+                        }
+                    }
+                });
+            }
+            tracing::info!(target: "upstream", server, pid, command = %command, "started stdio server");
+            match client.serve(child).await {
+                Ok(service) => Ok(Connection {
+                    service,
+                    pid,
+                    stderr: tail,
+                }),
+                Err(e) => Err(with_stderr(
+                    format!("the MCP handshake with `{command}` failed: {e}"),
+                    &tail,
+                )),
+            }
+        }
+        Transport::StreamableHttp { url, headers } => {
+            ensure_crypto_provider();
+            let headers = header_map(headers)?;
+            let config =
+                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers);
+            let transport = StreamableHttpClientTransport::from_config(config);
+            match client.serve(transport).await {
+                Ok(service) => {
+                    tracing::info!(target: "upstream", server, url = %url, "connected to Streamable HTTP server");
+                    Ok(Connection {
+                        service,
+                        pid: None,
+                        stderr: StderrTail::default(),
+                    })
+                }
+                Err(e) => Err(format!(
+                    "cannot connect to `{url}`: {e}; check that the server is running and the url (often ending in `/mcp`) and headers are right"
+                )),
+            }
+        }
+    }
+}
+
+/// Appends the child's last stderr line, which usually says why it failed.
+pub(crate) fn with_stderr(message: String, tail: &StderrTail) -> String {
+    match tail.last() {
+        Some(line) => format!("{message}; its last stderr line: {line}"),
+        None => message,
+    }
+}
+
+fn spawn_error(command: &str, cwd: Option<&std::path::Path>, e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => match cwd {
+            Some(cwd) if !cwd.is_dir() => format!(
+                "cannot start `{command}`: the working directory `{}` does not exist; fix `cwd`",
+                cwd.display()
+            ),
+            _ => format!(
+                "cannot start `{command}`: program not found; install it, put it on PATH, or give its full path in `command`"
+            ),
+        },
+        std::io::ErrorKind::PermissionDenied => format!(
+            "cannot start `{command}`: permission denied; make it executable (chmod +x) or fix `command`"
+        ),
+        _ => format!("cannot start `{command}`: {e}"),
+    }
+}
+
+fn header_map(
+    headers: &BTreeMap<String, String>,
+) -> Result<HashMap<http::HeaderName, http::HeaderValue>, String> {
+    headers
+        .iter()
+        .map(|(name, value)| {
+            let n = http::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| format!("header name `{name}` is not a valid HTTP header name"))?;
+            let v = http::HeaderValue::from_str(value).map_err(|_| {
+                format!("the value of header `{name}` is not a valid HTTP header value")
+            })?;
+            Ok((n, v))
+        })
+        .collect()
+}
+
+/// HTTPS needs a process-wide rustls crypto provider; install ring's unless one is set already.
+fn ensure_crypto_provider() {
+    static INSTALL: Once = Once::new();
+    INSTALL.call_once(|| {
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+    });
+}
+
+/// Fetches the server's whole tool list, following `nextCursor` pages.
+pub(crate) async fn list_tools(
+    peer: &rmcp::Peer<RoleClient>,
+    timeout: Duration,
+) -> Result<Vec<rmcp::model::Tool>, String> {
+    match tokio::time::timeout(timeout, peer.list_all_tools()).await {
+        Ok(Ok(tools)) => Ok(tools),
+        Ok(Err(e)) => Err(format!("tools/list failed: {e}")),
+        Err(_) => Err(format!(
+            "tools/list did not answer within {}s",
+            timeout.as_secs()
+        )),
+    }
+}
+
+/// An MCP tool as the engine's [`Tool`], owned by `server`.
+pub fn to_core_tool(server: &str, tool: &rmcp::model::Tool) -> Tool {
+    let description = tool
+        .description
+        .as_deref()
+        .map(str::to_string)
+        .or_else(|| tool.title.clone())
+        .unwrap_or_default();
+    let mut out = Tool::new(tool.name.to_string(), description)
+        .with_server(server)
+        .with_schema(Value::Object((*tool.input_schema).clone()));
+    out.annotations = tool
+        .annotations
+        .as_ref()
+        .and_then(|a| serde_json::to_value(a).ok())
+        .filter(|v| v.as_object().is_some_and(|o| !o.is_empty()));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn converts_mcp_tool() {
+        let raw: rmcp::model::Tool = serde_json::from_value(json!({
+            "name": "echo",
+            "description": "Echoes back the input",
+            "inputSchema": {"type": "object", "properties": {"message": {"type": "string"}}},
+            "annotations": {"readOnlyHint": true}
+        }))
+        .unwrap();
+        let tool = to_core_tool("everything", &raw);
+        assert_eq!(tool.server, "everything");
+        assert_eq!(tool.name, "echo");
+        assert_eq!(tool.description, "Echoes back the input");
+        assert_eq!(tool.input_schema["properties"]["message"]["type"], "string");
+        assert_eq!(tool.annotations, Some(json!({"readOnlyHint": true})));
+    }
+
+    #[test]
+    fn title_stands_in_for_missing_description() {
+        let raw: rmcp::model::Tool = serde_json::from_value(json!({
+            "name": "t", "title": "A title", "inputSchema": {"type": "object"}
+        }))
+        .unwrap();
+        let tool = to_core_tool("s", &raw);
+        assert_eq!(tool.description, "A title");
+        assert_eq!(tool.annotations, None);
+    }
+
+    #[test]
+    fn spawn_errors_say_what_to_do() {
+        let e = std::io::Error::from(std::io::ErrorKind::NotFound);
+        assert!(spawn_error("nope", None, &e).contains("install it"));
+        let msg = spawn_error("x", Some(std::path::Path::new("/no/such/dir")), &e);
+        assert!(msg.contains("working directory"), "{msg}");
+    }
+}
