@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Installs, at pinned versions, the real MCP peers that the gateway's integration tests talk to:
+#   .test-peers/node   @modelcontextprotocol/server-everything (npm)
+#   .test-peers/venv   mcp (the official Python SDK) and mcp-server-time (PyPI)
+# Idempotent: a peer already at its pinned version is left alone.
+# Needs: node + npm (>= 18), python3 (>= 3.10) with the venv module.
+set -euo pipefail
+
+SERVER_EVERYTHING_VERSION="2026.8.31"
+MCP_VERSION="2.3.0"
+MCP_SERVER_TIME_VERSION="2026.10.19"
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PEERS="${TOOLSEARCH_TEST_PEERS:-$ROOT/.test-peers}"
+NODE_DIR="$PEERS/node"
+VENV="$PEERS/venv"
+
+die() {
+    echo "install-test-peers: $*" >&2
+    exit 1
+}
+
+command -v npm >/dev/null 2>&1 || die "npm not found: install Node.js 18 or newer (e.g. apt-get install nodejs npm) and run again"
+command -v python3 >/dev/null 2>&1 || die "python3 not found: install Python 3.10 or newer and run again"
+python3 -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else 1)' \
+    || die "python3 is $(python3 -V 2>&1); mcp-server-time needs 3.10 or newer"
+
+mkdir -p "$NODE_DIR"
+
+# --- npm: server-everything --------------------------------------------------
+EVERYTHING_PKG="$NODE_DIR/node_modules/@modelcontextprotocol/server-everything/package.json"
+installed_everything=""
+if [ -f "$EVERYTHING_PKG" ]; then
+    installed_everything="$(node -p "require('$EVERYTHING_PKG').version" 2>/dev/null || true)"
+fi
+if [ "$installed_everything" = "$SERVER_EVERYTHING_VERSION" ]; then
+    echo "server-everything $SERVER_EVERYTHING_VERSION already installed"
+else
+    cat >"$NODE_DIR/package.json" <<JSON
+{
+  "name": "toolsearch-test-peers",
+  "private": true,
+  "dependencies": {
+    "@modelcontextprotocol/server-everything": "$SERVER_EVERYTHING_VERSION"
+  }
+}
+JSON
+    echo "installing @modelcontextprotocol/server-everything@$SERVER_EVERYTHING_VERSION ..."
+    (cd "$NODE_DIR" && npm install --no-audit --no-fund --loglevel=error --save-exact) \
+        || die "npm install failed in $NODE_DIR (is the npm registry reachable?)"
+fi
+EVERYTHING_JS="$NODE_DIR/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+[ -f "$EVERYTHING_JS" ] || die "server-everything entry point missing at $EVERYTHING_JS"
+
+# --- PyPI: mcp + mcp-server-time -----------------------------------------------
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "creating venv $VENV ..."
+    python3 -m venv "$VENV" || die "python3 -m venv failed (on Debian: apt-get install python3-venv)"
+fi
+have_versions() {
+    "$VENV/bin/python" - "$MCP_VERSION" "$MCP_SERVER_TIME_VERSION" <<'PY' 2>/dev/null
+import sys
+from importlib.metadata import version, PackageNotFoundError
+try:
+    ok = version("mcp") == sys.argv[1] and version("mcp-server-time") == sys.argv[2]
+except PackageNotFoundError:
+    ok = False
+sys.exit(0 if ok else 1)
+PY
+}
+if have_versions; then
+    echo "mcp $MCP_VERSION and mcp-server-time $MCP_SERVER_TIME_VERSION already installed"
+else
+    echo "installing mcp==$MCP_VERSION mcp-server-time==$MCP_SERVER_TIME_VERSION ..."
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+        "mcp==$MCP_VERSION" "mcp-server-time==$MCP_SERVER_TIME_VERSION" \
+        || die "pip install failed in $VENV (is PyPI reachable?)"
+fi
+[ -x "$VENV/bin/mcp-server-time" ] || die "mcp-server-time entry point missing at $VENV/bin/mcp-server-time"
+
+echo
+echo "test peers ready:"
+echo "  server-everything $SERVER_EVERYTHING_VERSION: node $EVERYTHING_JS [stdio|streamableHttp]"
+echo "  mcp-server-time $MCP_SERVER_TIME_VERSION:      $VENV/bin/mcp-server-time"
+echo "  mcp (Python SDK) $MCP_VERSION:           $VENV/bin/python"
