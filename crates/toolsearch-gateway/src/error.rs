@@ -11,7 +11,7 @@ pub type Result<T, E = GatewayError> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum GatewayError {
     #[error(transparent)]
-    Config(#[from] ConfigError),
+    Config(Box<ConfigError>),
 
     #[error("unknown upstream server `{server}`; configured servers: {known}")]
     UnknownServer { server: String, known: String },
@@ -37,7 +37,7 @@ pub enum GatewayError {
     UpstreamRejected {
         server: String,
         tool: String,
-        error: rmcp::ErrorData,
+        error: Box<rmcp::ErrorData>,
     },
 
     /// The connection failed while the call was in flight.
@@ -51,4 +51,10 @@ pub enum GatewayError {
     /// Starting or connecting an upstream failed (used as the `last_error` of its state).
     #[error("server `{server}` failed to start: {message}")]
     Start { server: String, message: String },
+}
+
+impl From<ConfigError> for GatewayError {
+    fn from(e: ConfigError) -> Self {
+        GatewayError::Config(Box::new(e))
+    }
 }

@@ -468,7 +468,7 @@ impl UpstreamManager {
                 Ok(Err(ServiceError::McpError(error))) => Err(GatewayError::UpstreamRejected {
                     server: server.to_string(),
                     tool: tool.to_string(),
-                    error,
+                    error: Box::new(error),
                 }),
                 Ok(Err(e)) => {
                     let message = e.to_string();

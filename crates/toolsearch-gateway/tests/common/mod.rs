@@ -1,0 +1,191 @@
+//! Helpers shared by the integration tests: where the real peers are, and starting them.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use toolsearch_gateway::config::{ServerConfig, ToolSearchConfig};
+use toolsearch_gateway::{ServerState, SupervisorOptions, UpstreamManager};
+
+/// Upper bound on any single wait, only so that a broken test fails instead of hanging.
+pub const GUARD: Duration = Duration::from_secs(120);
+
+pub fn init_logs() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "warn,upstream=info".into()),
+        )
+        .with_test_writer()
+        .try_init();
+}
+
+pub fn peers_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.test-peers")
+}
+
+fn require(path: PathBuf, what: &str) -> String {
+    assert!(
+        path.exists(),
+        "{what} is not installed (expected at {}); run scripts/install-test-peers.sh from the repository root, then run the tests again",
+        path.display()
+    );
+    path.to_string_lossy().into_owned()
+}
+
+pub fn everything_js() -> String {
+    require(
+        peers_dir().join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
+        "@modelcontextprotocol/server-everything",
+    )
+}
+
+pub fn venv_python() -> String {
+    require(
+        peers_dir().join("venv/bin/python"),
+        "the test venv (Python mcp SDK)",
+    )
+}
+
+pub fn mcp_server_time() -> String {
+    require(
+        peers_dir().join("venv/bin/mcp-server-time"),
+        "mcp-server-time",
+    )
+}
+
+pub fn paged_server_py() -> String {
+    require(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/peers/paged_server.py"),
+        "tests/peers/paged_server.py",
+    )
+}
+
+pub fn stdio(command: &str, args: &[&str]) -> ServerConfig {
+    ServerConfig {
+        command: Some(command.to_string()),
+        args: args.iter().map(|a| a.to_string()).collect(),
+        ..ServerConfig::default()
+    }
+}
+
+pub fn http(url: &str) -> ServerConfig {
+    ServerConfig {
+        url: Some(url.to_string()),
+        headers: BTreeMap::from([("X-Test-Header".to_string(), "toolsearch".to_string())]),
+        ..ServerConfig::default()
+    }
+}
+
+pub fn everything_stdio() -> ServerConfig {
+    stdio("node", &[&everything_js(), "stdio"])
+}
+
+pub fn time_stdio() -> ServerConfig {
+    stdio(&mcp_server_time(), &["--local-timezone", "UTC"])
+}
+
+pub fn paged_stdio() -> ServerConfig {
+    stdio(&venv_python(), &[&paged_server_py()])
+}
+
+pub fn options() -> SupervisorOptions {
+    SupervisorOptions {
+        initial_backoff: Duration::from_millis(100),
+        max_backoff: Duration::from_millis(400),
+        max_restarts: None,
+        startup_timeout: Duration::from_secs(60),
+        call_timeout: Duration::from_secs(60),
+    }
+}
+
+pub fn start(servers: Vec<(&str, ServerConfig)>, options: SupervisorOptions) -> UpstreamManager {
+    init_logs();
+    UpstreamManager::start_with(
+        servers
+            .into_iter()
+            .map(|(n, s)| (n.to_string(), s))
+            .collect(),
+        ToolSearchConfig::default(),
+        options,
+    )
+}
+
+pub async fn guard<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(GUARD, fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("{what}: no progress within {GUARD:?}"),
+    }
+}
+
+pub async fn wait_ready(manager: &UpstreamManager, server: &str) {
+    let state = guard(
+        &format!("waiting for `{server}` to be ready"),
+        manager.wait_for_state(server, |s| {
+            matches!(s, ServerState::Ready | ServerState::Failed { .. })
+        }),
+    )
+    .await
+    .unwrap();
+    assert_eq!(state, ServerState::Ready, "server `{server}` did not start");
+}
+
+/// A free localhost port (bound, read, released).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
+}
+
+/// server-everything over Streamable HTTP on a free port; killed on drop.
+pub struct HttpEverything {
+    child: Child,
+    pub url: String,
+}
+
+impl HttpEverything {
+    pub async fn start() -> Self {
+        let port = free_port();
+        let child = Command::new("node")
+            .arg(everything_js())
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("node must be on PATH to run server-everything");
+        let server = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        };
+        guard("waiting for server-everything to listen", async {
+            while TcpStream::connect(("127.0.0.1", port)).is_err() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+        server
+    }
+}
+
+impl Drop for HttpEverything {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Text of the first text content of a call result.
+pub fn first_text(result: &toolsearch_gateway::rmcp::model::CallToolResult) -> String {
+    let value = serde_json::to_value(result).unwrap();
+    value["content"]
+        .as_array()
+        .and_then(|c| c.iter().find_map(|b| b["text"].as_str()))
+        .unwrap_or_default()
+        .to_string()
+}
