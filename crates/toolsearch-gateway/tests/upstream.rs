@@ -480,3 +480,48 @@ async fn killed_server_is_restarted_and_its_tools_refreshed() {
     assert!(first_text(&result).contains("back again"));
     manager.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http_server_that_goes_away_is_reconnected() {
+    let mut server = HttpEverything::start().await;
+    let manager = start(vec![("remote", http(&server.url))], options());
+    wait_ready(&manager, "remote").await;
+
+    server.kill();
+    // The loss shows either in the session itself or in the next call, which must not hang.
+    let err = guard(
+        "call to a dead http server",
+        manager.call(
+            "remote",
+            "echo",
+            args(json!({"message": "x"})),
+            CancellationToken::new(),
+        ),
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("`remote`"), "{err}");
+    let down = guard(
+        "remote noticed down",
+        manager.wait_for_state("remote", |s| !s.is_ready()),
+    )
+    .await
+    .unwrap();
+    assert!(!down.is_ready());
+
+    let _server = HttpEverything::start_on(server.port()).await;
+    wait_ready(&manager, "remote").await;
+    let result = guard(
+        "echo after reconnect",
+        manager.call(
+            "remote",
+            "echo",
+            args(json!({"message": "reconnected"})),
+            CancellationToken::new(),
+        ),
+    )
+    .await
+    .unwrap();
+    assert!(first_text(&result).contains("reconnected"));
+    manager.shutdown().await;
+}

@@ -24,8 +24,12 @@ pub fn init_logs() {
         .try_init();
 }
 
+/// `.test-peers` at the repository root, or `$TOOLSEARCH_TEST_PEERS` (the install script honours it too).
 pub fn peers_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.test-peers")
+    match std::env::var_os("TOOLSEARCH_TEST_PEERS") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.test-peers"),
+    }
 }
 
 fn require(path: PathBuf, what: &str) -> String {
@@ -145,12 +149,26 @@ pub fn free_port() -> u16 {
 /// server-everything over Streamable HTTP on a free port; killed on drop.
 pub struct HttpEverything {
     child: Child,
+    port: u16,
     pub url: String,
 }
 
 impl HttpEverything {
     pub async fn start() -> Self {
-        let port = free_port();
+        Self::start_on(free_port()).await
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Kills the server now (as a crash would).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub async fn start_on(port: u16) -> Self {
         let child = Command::new("node")
             .arg(everything_js())
             .arg("streamableHttp")
@@ -161,6 +179,7 @@ impl HttpEverything {
             .expect("node must be on PATH to run server-everything");
         let server = Self {
             child,
+            port,
             url: format!("http://127.0.0.1:{port}/mcp"),
         };
         guard("waiting for server-everything to listen", async {
