@@ -208,10 +208,13 @@ impl Inner {
     }
 }
 
-/// Handle on the running upstreams. Cheap to clone; all clones share the same servers.
+/// Handle on the running upstreams. Cheap to clone; all clones share the same servers. When the
+/// last clone is dropped the upstreams are shut down in the background; call
+/// [`shutdown`](Self::shutdown) to wait for that.
 #[derive(Clone)]
 pub struct UpstreamManager {
     inner: Arc<Inner>,
+    _stop_on_drop: Arc<tokio_util::sync::DropGuard>,
 }
 
 impl fmt::Debug for UpstreamManager {
@@ -296,7 +299,11 @@ impl UpstreamManager {
             Ok(mut t) => t.extend(tasks),
             Err(poisoned) => poisoned.into_inner().extend(tasks),
         }
-        Self { inner }
+        let guard = inner.shutdown.clone().drop_guard();
+        Self {
+            inner,
+            _stop_on_drop: Arc::new(guard),
+        }
     }
 
     /// Names of the supervised servers, in config order.
