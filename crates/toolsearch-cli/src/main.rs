@@ -1,1 +1,79 @@
-fn main() {}
+//! The `toolsearch` binary: a thin shell over the engine and the gateway.
+
+mod catalog_file;
+mod commands;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(
+    name = "toolsearch",
+    version,
+    about = "Search large tool catalogs; serve them to LLM agents through one small MCP surface"
+)]
+struct Cli {
+    /// Log filter, e.g. `debug` or `toolsearch_core=debug` (also RUST_LOG).
+    #[arg(long, global = true)]
+    log: Option<String>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Search a catalog file.
+    Search(commands::search::SearchArgs),
+}
+
+/// An error caused by the user's input: exit code 2 instead of 1.
+#[derive(Debug)]
+pub struct BadInput(pub String);
+
+impl std::fmt::Display for BadInput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for BadInput {}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_logging(cli.log.as_deref());
+    let result = match cli.command {
+        Command::Search(args) => commands::search::run(args),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            if is_bad_input(&err) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+fn is_bad_input(err: &anyhow::Error) -> bool {
+    err.chain().any(|cause| {
+        cause.downcast_ref::<BadInput>().is_some()
+            || cause
+                .downcast_ref::<toolsearch_core::Error>()
+                .is_some_and(toolsearch_core::Error::is_bad_input)
+    })
+}
+
+fn init_logging(filter: Option<&str>) {
+    use tracing_subscriber::EnvFilter;
+    let filter = filter
+        .map(EnvFilter::new)
+        .or_else(|| EnvFilter::try_from_default_env().ok())
+        .unwrap_or_else(|| EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

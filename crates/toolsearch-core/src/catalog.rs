@@ -150,7 +150,8 @@ mod tests {
 
     #[test]
     fn replace_server_replaces_only_that_server() {
-        let mut c = Catalog::from_tools(vec![tool("a", "x"), tool("a", "y"), tool("b", "z")]).unwrap();
+        let mut c =
+            Catalog::from_tools(vec![tool("a", "x"), tool("a", "y"), tool("b", "z")]).unwrap();
         let v = c.version();
         c.replace_server("a", vec![tool("ignored", "w")]).unwrap();
         assert!(c.version() > v);
@@ -174,8 +175,12 @@ mod tests {
 
     #[test]
     fn resolve_and_suggest() {
-        let c = Catalog::from_tools(vec![tool("gh", "create_issue"), tool("fs", "read_file")]).unwrap();
-        assert_eq!(c.resolve("gh___create_issue", "___").unwrap().name, "create_issue");
+        let c =
+            Catalog::from_tools(vec![tool("gh", "create_issue"), tool("fs", "read_file")]).unwrap();
+        assert_eq!(
+            c.resolve("gh___create_issue", "___").unwrap().name,
+            "create_issue"
+        );
         assert_eq!(c.resolve("read_file", "___").unwrap().server, "fs");
         assert!(c.resolve("nope", "___").is_none());
         assert_eq!(c.suggest("create_isue", "___", 3)[0], "gh___create_issue");

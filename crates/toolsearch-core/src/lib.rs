@@ -9,3 +9,11 @@ pub mod tool;
 pub use catalog::Catalog;
 pub use error::{Error, Result};
 pub use tool::{DeferPolicy, Tool, ToolId, DEFAULT_SEPARATOR};
+pub mod search;
+
+pub use search::{
+    Fallback, Filters, MatchedOn, NamePattern, SearchConfig, SearchEngine, SearchHit, SearchMode,
+    SearchRequest, SearchResponse,
+};
+pub mod formats;
+pub use formats::{parse_catalog, CatalogFormat};

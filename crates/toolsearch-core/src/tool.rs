@@ -177,7 +177,10 @@ mod tests {
         let id = ToolId::new("github", "create_issue");
         assert_eq!(id.public_name("___"), "github___create_issue");
         assert_eq!(ToolId::parse_public("github___create_issue", "___"), id);
-        assert_eq!(ToolId::parse_public("plain", "___"), ToolId::new("", "plain"));
+        assert_eq!(
+            ToolId::parse_public("plain", "___"),
+            ToolId::new("", "plain")
+        );
         assert_eq!(ToolId::new("", "plain").public_name("___"), "plain");
     }
 

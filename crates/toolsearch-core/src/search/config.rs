@@ -1,0 +1,93 @@
+//! Ranking parameters. One configuration serves every catalog: nothing here is tuned per dataset.
+
+use super::index::{Field, FIELD_COUNT};
+
+/// BM25F parameters of one field.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct FieldParams {
+    /// How much a match in this field counts relative to the others.
+    pub weight: f32,
+    /// Length normalisation, 0 (none) to 1 (full).
+    pub b: f32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct SearchConfig {
+    pub fields: [FieldParams; FIELD_COUNT],
+    /// Term-frequency saturation.
+    pub k1: f32,
+    /// Extra weight of a match on the word as written over a match on its stem only.
+    pub exact_form_boost: f32,
+    /// Expand query words that match nothing to similar words of the catalog.
+    pub fuzzy: bool,
+    /// Results below this normalised score (0..1) are dropped.
+    pub threshold: f32,
+    /// When set, results below this fraction of the best score are dropped.
+    pub top_band: Option<f32>,
+    /// Longest keyword query accepted, in characters.
+    pub max_query_chars: usize,
+    /// Longest regex accepted, in characters.
+    pub max_regex_chars: usize,
+    /// Compiled-size limit of a regex, in bytes.
+    pub regex_size_limit: usize,
+    /// Catalogs above this size answer a miss with categories instead of every name.
+    pub fallback_names_max: usize,
+    /// Separator of public names (`server___tool`).
+    pub separator: String,
+}
+
+impl Default for SearchConfig {
+    fn default() -> Self {
+        let mut fields = [FieldParams {
+            weight: 1.0,
+            b: 0.75,
+        }; FIELD_COUNT];
+        fields[Field::Name as usize] = FieldParams {
+            weight: 3.0,
+            b: 0.5,
+        };
+        fields[Field::Description as usize] = FieldParams {
+            weight: 1.0,
+            b: 0.75,
+        };
+        fields[Field::ParamNames as usize] = FieldParams {
+            weight: 0.5,
+            b: 0.5,
+        };
+        fields[Field::ParamDescriptions as usize] = FieldParams {
+            weight: 0.3,
+            b: 0.75,
+        };
+        fields[Field::Server as usize] = FieldParams {
+            weight: 0.5,
+            b: 0.3,
+        };
+        fields[Field::Category as usize] = FieldParams {
+            weight: 0.5,
+            b: 0.3,
+        };
+        fields[Field::Tags as usize] = FieldParams {
+            weight: 0.8,
+            b: 0.3,
+        };
+        Self {
+            fields,
+            k1: 1.2,
+            exact_form_boost: 0.3,
+            fuzzy: true,
+            threshold: 0.0,
+            top_band: None,
+            max_query_chars: 2000,
+            max_regex_chars: 200,
+            regex_size_limit: 1 << 20,
+            fallback_names_max: 200,
+            separator: crate::tool::DEFAULT_SEPARATOR.to_string(),
+        }
+    }
+}
+
+impl SearchConfig {
+    pub fn field(&self, field: Field) -> FieldParams {
+        self.fields[field as usize]
+    }
+}

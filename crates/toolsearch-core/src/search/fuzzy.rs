@@ -1,0 +1,75 @@
+//! Near matches for query words that match nothing: typos (`wether` → `weather`), abbreviations
+//! (`msg` → `message`) and truncations (`calc` → `calculate`).
+
+/// How similar `word` (as typed) is to `candidate` (a catalog word), in 0..1; `None` when not close.
+pub fn similarity(word: &str, candidate: &str) -> Option<f32> {
+    if word == candidate || word.chars().count() < 3 || candidate.chars().count() < 2 {
+        return None;
+    }
+    let len = word.chars().count().max(candidate.chars().count());
+    let max_edits = if word.chars().count() <= 5 { 1 } else { 2 };
+    let distance = strsim::damerau_levenshtein(word, candidate);
+    if distance <= max_edits {
+        return Some(1.0 - distance as f32 / len as f32);
+    }
+    if candidate.starts_with(word) {
+        return Some(0.5 + 0.4 * word.len() as f32 / candidate.len() as f32);
+    }
+    if is_abbreviation(word, candidate) {
+        return Some(0.6);
+    }
+    None
+}
+
+/// `msg` abbreviates `message`: same first letter, every letter in order, and not much shorter.
+fn is_abbreviation(word: &str, candidate: &str) -> bool {
+    let mut w = word.chars();
+    let mut c = candidate.chars();
+    if w.next() != c.next() || word.len() * 3 < candidate.len() {
+        return false;
+    }
+    let mut rest = c;
+    w.all(|wc| rest.any(|cc| cc == wc))
+}
+
+/// The best `max` candidates for `word` among `terms`, most similar first, ties by term.
+pub fn best_matches<'a>(
+    word: &str,
+    terms: impl Iterator<Item = &'a str>,
+    max: usize,
+) -> Vec<(String, f32)> {
+    let mut found: Vec<(String, f32)> = Vec::new();
+    for term in terms {
+        if let Some(sim) = similarity(word, term) {
+            if !found.iter().any(|(t, _)| t == term) {
+                found.push((term.to_string(), sim));
+            }
+        }
+    }
+    found.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    found.truncate(max);
+    found
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn typos_abbreviations_and_truncations() {
+        assert!(similarity("wether", "weather").is_some());
+        assert!(similarity("msg", "message").is_some());
+        assert!(similarity("calc", "calculate").is_some());
+        assert!(similarity("weather", "weather").is_none());
+        assert!(similarity("msg", "mongodb").is_none());
+        assert!(similarity("ab", "abc").is_none());
+    }
+
+    #[test]
+    fn best_matches_prefers_the_closest() {
+        let terms = ["weather", "whether", "wetter", "message"];
+        let found = best_matches("wether", terms.into_iter(), 2);
+        assert_eq!(found.len(), 2);
+        assert!(found.iter().all(|(t, _)| t != "message"));
+    }
+}

@@ -1,0 +1,618 @@
+//! The tantivy index in RAM and the BM25F scorer that reads its postings.
+//!
+//! Every logical field is indexed twice: stemmed, and as written (lowercased), so that a query word
+//! in its exact form scores above a word that only shares its stem. Scores combine the fields the
+//! BM25F way: weighted, length-normalised term frequencies are summed across fields before
+//! saturation, so a word repeated in the name and the description is not counted twice over.
+
+use super::analyzer::{Analyzer, Token};
+use super::config::SearchConfig;
+use super::query::FieldScope;
+use crate::error::{Error, Result};
+use crate::tool::Tool;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use tantivy::columnar::Column;
+use tantivy::indexer::NoMergePolicy;
+use tantivy::postings::Postings;
+use tantivy::schema::{
+    Field as TantivyField, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing,
+    TextOptions, STRING,
+};
+use tantivy::tokenizer::{PreTokenizedString, Token as TantivyToken};
+use tantivy::{
+    DocSet, Index, IndexReader, IndexWriter, InvertedIndexReader, ReloadPolicy, Searcher,
+    TantivyDocument, Term, TERMINATED,
+};
+
+/// The logical fields of a tool that search reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Field {
+    Name = 0,
+    Description = 1,
+    ParamNames = 2,
+    ParamDescriptions = 3,
+    Server = 4,
+    Category = 5,
+    Tags = 6,
+}
+
+pub const FIELD_COUNT: usize = 7;
+
+impl Field {
+    pub const ALL: [Field; FIELD_COUNT] = [
+        Field::Name,
+        Field::Description,
+        Field::ParamNames,
+        Field::ParamDescriptions,
+        Field::Server,
+        Field::Category,
+        Field::Tags,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Field::Name => "name",
+            Field::Description => "description",
+            Field::ParamNames => "parameters",
+            Field::ParamDescriptions => "parameter_descriptions",
+            Field::Server => "server",
+            Field::Category => "category",
+            Field::Tags => "tags",
+        }
+    }
+
+    pub fn in_scope(scope: Option<FieldScope>) -> &'static [Field] {
+        match scope {
+            None => &Field::ALL,
+            Some(FieldScope::Name) => &[Field::Name],
+            Some(FieldScope::Description) => &[Field::Description],
+            Some(FieldScope::Params) => &[Field::ParamNames, Field::ParamDescriptions],
+            Some(FieldScope::Server) => &[Field::Server],
+            Some(FieldScope::Category) => &[Field::Category],
+            Some(FieldScope::Tags) => &[Field::Tags],
+        }
+    }
+}
+
+/// Position gap between the values of a multi-valued field, so phrases never span two values.
+const VALUE_GAP: u32 = 16;
+
+/// The analysed text of one tool, field by field.
+pub struct AnalyzedTool {
+    pub fields: [Vec<Token>; FIELD_COUNT],
+}
+
+impl AnalyzedTool {
+    pub fn new(analyzer: &Analyzer, tool: &Tool) -> Self {
+        let params = tool.parameters();
+        let mut fields: [Vec<Token>; FIELD_COUNT] = Default::default();
+        fields[Field::Name as usize] = analyzer.tokens(&tool.name);
+        fields[Field::Description as usize] = analyzer.content_tokens(&tool.description);
+        fields[Field::ParamNames as usize] =
+            multi_value(params.iter().map(|(n, _)| analyzer.tokens(n)));
+        fields[Field::ParamDescriptions as usize] =
+            multi_value(params.iter().map(|(_, d)| analyzer.content_tokens(d)));
+        fields[Field::Server as usize] = analyzer.tokens(&tool.server);
+        fields[Field::Category as usize] =
+            analyzer.tokens(tool.category.as_deref().unwrap_or_default());
+        fields[Field::Tags as usize] = multi_value(tool.tags.iter().map(|t| analyzer.tokens(t)));
+        Self { fields }
+    }
+}
+
+fn multi_value(values: impl Iterator<Item = Vec<Token>>) -> Vec<Token> {
+    let mut out = Vec::new();
+    let mut base = 0u32;
+    for tokens in values {
+        let next_base = base + tokens.last().map_or(0, |t| t.position + 1) + VALUE_GAP;
+        out.extend(tokens.into_iter().map(|mut t| {
+            t.position += base;
+            // Offsets are meaningless across values; the index stores none.
+            t.offset_from = 0;
+            t.offset_to = 0;
+            t
+        }));
+        base = next_base;
+    }
+    out
+}
+
+/// One posting list to read for a scoring term: a field in stemmed or raw form, a term, a weight.
+#[derive(Debug, Clone)]
+pub struct Source {
+    pub field: Field,
+    pub raw: bool,
+    pub text: String,
+    pub weight: f32,
+}
+
+/// Dense per-slot accumulator with the list of slots it touched.
+#[derive(Debug, Clone)]
+pub struct Hits {
+    pub scores: Vec<f32>,
+    pub touched: Vec<u32>,
+}
+
+impl Hits {
+    pub fn new(slots: usize) -> Self {
+        Self {
+            scores: vec![0.0; slots],
+            touched: Vec::new(),
+        }
+    }
+
+    pub fn add(&mut self, slot: u32, score: f32) {
+        let cell = &mut self.scores[slot as usize];
+        if *cell == 0.0 {
+            self.touched.push(slot);
+        }
+        *cell += score;
+    }
+
+    pub fn contains(&self, slot: u32) -> bool {
+        self.scores[slot as usize] > 0.0
+    }
+
+    pub fn merge_from(&mut self, other: &Hits) {
+        for &slot in &other.touched {
+            self.add(slot, other.scores[slot as usize]);
+        }
+    }
+
+    pub fn retain(&mut self, keep: impl Fn(u32) -> bool) {
+        let scores = &mut self.scores;
+        self.touched.retain(|&slot| {
+            let ok = keep(slot);
+            if !ok {
+                scores[slot as usize] = 0.0;
+            }
+            ok
+        });
+    }
+
+    pub fn clear(&mut self) {
+        for &slot in &self.touched {
+            self.scores[slot as usize] = 0.0;
+        }
+        self.touched.clear();
+    }
+}
+
+struct SchemaFields {
+    stemmed: [TantivyField; FIELD_COUNT],
+    raw: [TantivyField; FIELD_COUNT],
+    slot: TantivyField,
+    server_key: TantivyField,
+}
+
+struct SegmentView {
+    slots: Column<u64>,
+    stemmed: Vec<Arc<InvertedIndexReader>>,
+    raw: Vec<Arc<InvertedIndexReader>>,
+    alive: Option<tantivy::fastfield::AliveBitSet>,
+}
+
+/// A point-in-time view of the index, rebuilt after every commit.
+struct Snapshot {
+    _searcher: Searcher,
+    segments: Vec<SegmentView>,
+}
+
+/// The live tools, their slot numbers in the index, and the statistics BM25F needs.
+pub struct ToolIndex {
+    analyzer: Analyzer,
+    fields: SchemaFields,
+    writer: IndexWriter,
+    reader: IndexReader,
+    snapshot: Snapshot,
+    slots: Vec<Option<Arc<Tool>>>,
+    lengths: Vec<[u16; FIELD_COUNT]>,
+    length_sums: [u64; FIELD_COUNT],
+    live: usize,
+    by_server: HashMap<String, Vec<u32>>,
+    by_name: HashMap<String, Vec<u32>>,
+}
+
+impl std::fmt::Debug for ToolIndex {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ToolIndex")
+            .field("live", &self.live)
+            .finish()
+    }
+}
+
+impl ToolIndex {
+    pub fn new() -> Result<Self> {
+        let mut builder = Schema::builder();
+        let text = TextOptions::default().set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer("raw")
+                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+        );
+        let stemmed = Field::ALL.map(|f| builder.add_text_field(f.as_str(), text.clone()));
+        let raw = Field::ALL
+            .map(|f| builder.add_text_field(&format!("{}_raw", f.as_str()), text.clone()));
+        let slot = builder.add_u64_field("slot", NumericOptions::default().set_fast());
+        let server_key = builder.add_text_field("server_key", STRING);
+        let index = Index::create_in_ram(builder.build());
+        let writer: IndexWriter = index.writer_with_num_threads(1, 50_000_000)?;
+        // Segments are merged on our own schedule (see `maybe_merge`), never in the background.
+        writer.set_merge_policy(Box::new(NoMergePolicy));
+        let reader = index
+            .reader_builder()
+            .reload_policy(ReloadPolicy::Manual)
+            .try_into()?;
+        let fields = SchemaFields {
+            stemmed,
+            raw,
+            slot,
+            server_key,
+        };
+        let snapshot = Snapshot::new(&reader, &fields)?;
+        Ok(Self {
+            analyzer: Analyzer::new(),
+            fields,
+            writer,
+            reader,
+            snapshot,
+            slots: Vec::new(),
+            lengths: Vec::new(),
+            length_sums: [0; FIELD_COUNT],
+            live: 0,
+            by_server: HashMap::new(),
+            by_name: HashMap::new(),
+        })
+    }
+
+    pub fn analyzer(&self) -> &Analyzer {
+        &self.analyzer
+    }
+
+    /// Number of live tools.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// One past the highest slot number: the size of a dense per-slot array.
+    pub fn slot_count(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn tool(&self, slot: u32) -> Option<&Arc<Tool>> {
+        self.slots.get(slot as usize)?.as_ref()
+    }
+
+    /// Slots of the tools named `name` (case-insensitive), on any server.
+    pub fn slots_named(&self, name: &str) -> &[u32] {
+        self.by_name
+            .get(&name.to_lowercase())
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
+    }
+
+    pub fn live_slots(&self) -> impl Iterator<Item = (u32, &Arc<Tool>)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| Some((i as u32, t.as_ref()?)))
+    }
+
+    /// Replaces every tool of `server` with `tools` and commits: the rest of the index is untouched.
+    pub fn replace_server(&mut self, server: &str, tools: &[Arc<Tool>]) -> Result<()> {
+        self.stage_removal(server);
+        for tool in tools {
+            self.stage_tool(tool.clone())?;
+        }
+        self.commit()
+    }
+
+    /// Adds the tools of many servers in one commit (the initial build).
+    pub fn rebuild<'a>(&mut self, tools: impl Iterator<Item = &'a Arc<Tool>>) -> Result<()> {
+        let servers: Vec<String> = self.by_server.keys().cloned().collect();
+        for server in servers {
+            self.stage_removal(&server);
+        }
+        for tool in tools {
+            self.stage_tool(tool.clone())?;
+        }
+        self.commit()
+    }
+
+    pub fn remove_server(&mut self, server: &str) -> Result<()> {
+        self.stage_removal(server);
+        self.commit()
+    }
+
+    fn stage_removal(&mut self, server: &str) {
+        let Some(slots) = self.by_server.remove(server) else {
+            return;
+        };
+        self.writer
+            .delete_term(Term::from_field_text(self.fields.server_key, server));
+        for slot in slots {
+            if let Some(tool) = self.slots[slot as usize].take() {
+                self.live -= 1;
+                if let Some(named) = self.by_name.get_mut(&tool.name.to_lowercase()) {
+                    named.retain(|&s| s != slot);
+                    if named.is_empty() {
+                        self.by_name.remove(&tool.name.to_lowercase());
+                    }
+                }
+                for (sum, len) in self.length_sums.iter_mut().zip(self.lengths[slot as usize]) {
+                    *sum -= u64::from(len);
+                }
+            }
+        }
+    }
+
+    fn stage_tool(&mut self, tool: Arc<Tool>) -> Result<()> {
+        let slot = u32::try_from(self.slots.len())
+            .map_err(|_| Error::Index("more than 4 billion tool slots".into()))?;
+        let analyzed = AnalyzedTool::new(&self.analyzer, &tool);
+        let mut doc = TantivyDocument::new();
+        let mut lengths = [0u16; FIELD_COUNT];
+        for field in Field::ALL {
+            let tokens = &analyzed.fields[field as usize];
+            lengths[field as usize] = u16::try_from(tokens.len()).unwrap_or(u16::MAX);
+            if tokens.is_empty() {
+                continue;
+            }
+            doc.add_pre_tokenized_text(
+                self.fields.stemmed[field as usize],
+                pretokenized(tokens, false),
+            );
+            doc.add_pre_tokenized_text(self.fields.raw[field as usize], pretokenized(tokens, true));
+        }
+        doc.add_u64(self.fields.slot, u64::from(slot));
+        doc.add_text(self.fields.server_key, &tool.server);
+        self.writer.add_document(doc)?;
+        for (sum, len) in self.length_sums.iter_mut().zip(lengths) {
+            *sum += u64::from(len);
+        }
+        self.by_server
+            .entry(tool.server.clone())
+            .or_default()
+            .push(slot);
+        self.by_name
+            .entry(tool.name.to_lowercase())
+            .or_default()
+            .push(slot);
+        self.slots.push(Some(tool));
+        self.lengths.push(lengths);
+        self.live += 1;
+        Ok(())
+    }
+
+    fn commit(&mut self) -> Result<()> {
+        self.writer.commit()?;
+        self.maybe_merge()?;
+        self.reader.reload()?;
+        self.snapshot = Snapshot::new(&self.reader, &self.fields)?;
+        Ok(())
+    }
+
+    /// Many small segments slow every query down; fold them into one when they pile up.
+    fn maybe_merge(&mut self) -> Result<()> {
+        let segments = self.writer.index().searchable_segment_ids()?;
+        if segments.len() > 8 {
+            let merge = self.writer.merge(&segments);
+            merge
+                .wait()
+                .map_err(|e| Error::Index(format!("segment merge failed: {e}")))?;
+        }
+        Ok(())
+    }
+
+    fn average_length(&self, field: Field) -> f32 {
+        if self.live == 0 {
+            return 1.0;
+        }
+        (self.length_sums[field as usize] as f32 / self.live as f32).max(1.0)
+    }
+
+    /// Scores one query term (all its sources) with BM25F into `out`. Returns the term's idf and
+    /// document frequency; `scratch` must be empty and is left empty.
+    pub fn score_term(
+        &self,
+        config: &SearchConfig,
+        sources: &[Source],
+        scratch: &mut Hits,
+        out: &mut Hits,
+        weight: f32,
+    ) -> Result<(f32, usize)> {
+        let averages = Field::ALL.map(|f| self.average_length(f));
+        for segment in &self.snapshot.segments {
+            for source in sources {
+                let f = source.field as usize;
+                let (inverted, tantivy_field) = if source.raw {
+                    (&segment.raw[f], self.fields.raw[f])
+                } else {
+                    (&segment.stemmed[f], self.fields.stemmed[f])
+                };
+                let term = Term::from_field_text(tantivy_field, &source.text);
+                let Some(mut postings) =
+                    inverted.read_postings(&term, IndexRecordOption::WithFreqs)?
+                else {
+                    continue;
+                };
+                let b = config.field(source.field).b;
+                let mut doc = postings.doc();
+                while doc != TERMINATED {
+                    if segment.alive.as_ref().is_none_or(|a| a.is_alive(doc)) {
+                        if let Some(slot) = segment.slots.first(doc) {
+                            let slot = slot as u32;
+                            let len = f32::from(self.lengths[slot as usize][f]);
+                            let norm = 1.0 - b + b * len / averages[f];
+                            scratch.add(slot, source.weight * postings.term_freq() as f32 / norm);
+                        }
+                    }
+                    doc = postings.advance();
+                }
+            }
+        }
+        let df = scratch.touched.len();
+        if df == 0 {
+            return Ok((0.0, 0));
+        }
+        let n = self.live.max(df) as f32;
+        let idf = (1.0 + (n - df as f32 + 0.5) / (df as f32 + 0.5)).ln();
+        for &slot in &scratch.touched {
+            let tf = scratch.scores[slot as usize];
+            out.add(slot, weight * idf * tf / (config.k1 + tf));
+        }
+        scratch.clear();
+        Ok((idf * weight, df))
+    }
+
+    /// Slots whose `field` holds `tokens` (stemmed) at consecutive positions, gaps included.
+    pub fn phrase_slots(&self, field: Field, tokens: &[Token]) -> Result<Vec<u32>> {
+        let mut found = Vec::new();
+        let Some(first) = tokens.first() else {
+            return Ok(found);
+        };
+        let f = field as usize;
+        let mut positions = Vec::new();
+        for segment in &self.snapshot.segments {
+            let mut lists = Vec::with_capacity(tokens.len());
+            for token in tokens {
+                let term = Term::from_field_text(self.fields.stemmed[f], &token.stem);
+                match segment.stemmed[f]
+                    .read_postings(&term, IndexRecordOption::WithFreqsAndPositions)?
+                {
+                    Some(p) => lists.push(p),
+                    None => {
+                        lists.clear();
+                        break;
+                    }
+                }
+            }
+            if lists.is_empty() {
+                continue;
+            }
+            // Leapfrog intersection of the posting lists, then a position check.
+            let mut doc = lists[0].doc();
+            'docs: while doc != TERMINATED {
+                for list in lists.iter_mut() {
+                    let d = list.seek(doc);
+                    if d != doc {
+                        doc = lists[0].seek(d);
+                        continue 'docs;
+                    }
+                }
+                let mut starts: Option<BTreeSet<i64>> = None;
+                for (token, list) in tokens.iter().zip(lists.iter_mut()) {
+                    list.positions(&mut positions);
+                    let offset = i64::from(token.position - first.position);
+                    let these: BTreeSet<i64> =
+                        positions.iter().map(|&p| i64::from(p) - offset).collect();
+                    starts = Some(match starts {
+                        None => these,
+                        Some(prev) => prev.intersection(&these).copied().collect(),
+                    });
+                }
+                let alive = segment.alive.as_ref().is_none_or(|a| a.is_alive(doc));
+                if alive && starts.is_some_and(|s| !s.is_empty()) {
+                    if let Some(slot) = segment.slots.first(doc) {
+                        found.push(slot as u32);
+                    }
+                }
+                doc = lists[0].advance();
+            }
+        }
+        Ok(found)
+    }
+
+    /// Raw-form terms of `fields` that start with `prefix`, at most `max`, in order.
+    pub fn terms_with_prefix(
+        &self,
+        fields: &[Field],
+        prefix: &str,
+        max: usize,
+    ) -> Result<Vec<String>> {
+        let mut out = BTreeSet::new();
+        for segment in &self.snapshot.segments {
+            for &field in fields {
+                let dict = segment.raw[field as usize].terms();
+                let mut stream = dict.range().ge(prefix.as_bytes()).into_stream()?;
+                while stream.advance() {
+                    let Ok(term) = std::str::from_utf8(stream.key()) else {
+                        continue;
+                    };
+                    if !term.starts_with(prefix) {
+                        break;
+                    }
+                    out.insert(term.to_string());
+                    if out.len() >= max * 4 {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok(out.into_iter().take(max).collect())
+    }
+
+    /// Every distinct raw-form term of `fields`, passed to `visit` once per segment it appears in.
+    pub fn for_each_term(&self, fields: &[Field], mut visit: impl FnMut(&str)) -> Result<()> {
+        for segment in &self.snapshot.segments {
+            for &field in fields {
+                let mut stream = segment.raw[field as usize].terms().stream()?;
+                while stream.advance() {
+                    if let Ok(term) = std::str::from_utf8(stream.key()) {
+                        visit(term);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Snapshot {
+    fn new(reader: &IndexReader, fields: &SchemaFields) -> Result<Self> {
+        let searcher = reader.searcher();
+        let mut segments = Vec::new();
+        for segment in searcher.segment_readers() {
+            let stemmed = fields
+                .stemmed
+                .iter()
+                .map(|&f| segment.inverted_index(f))
+                .collect::<tantivy::Result<Vec<_>>>()?;
+            let raw = fields
+                .raw
+                .iter()
+                .map(|&f| segment.inverted_index(f))
+                .collect::<tantivy::Result<Vec<_>>>()?;
+            segments.push(SegmentView {
+                slots: segment.fast_fields().u64("slot")?,
+                stemmed,
+                raw,
+                alive: segment.alive_bitset().cloned(),
+            });
+        }
+        Ok(Self {
+            _searcher: searcher,
+            segments,
+        })
+    }
+}
+
+fn pretokenized(tokens: &[Token], raw: bool) -> PreTokenizedString {
+    PreTokenizedString {
+        text: String::new(),
+        tokens: tokens
+            .iter()
+            .map(|t| TantivyToken {
+                offset_from: t.offset_from,
+                offset_to: t.offset_to,
+                position: t.position as usize,
+                text: if raw { t.raw.clone() } else { t.stem.clone() },
+                position_length: 1,
+            })
+            .collect(),
+    }
+}

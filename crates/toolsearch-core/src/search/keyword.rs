@@ -1,0 +1,259 @@
+//! Keyword mode: evaluates a parsed query against the index with BM25F.
+
+use super::analyzer::{is_stopword, Token};
+use super::config::SearchConfig;
+use super::explain::{Form, QueryTerm};
+use super::fuzzy;
+use super::index::{Field, Hits, Source, ToolIndex};
+use super::query::{FieldScope, Query};
+use crate::error::Result;
+use std::collections::HashSet;
+
+/// Queries with at most this many content words get fuzzy expansion word by word; longer ones
+/// only when nothing matches at all (in a long question one odd word is noise, not a typo).
+const FUZZY_PER_WORD_MAX_WORDS: usize = 3;
+const FUZZY_EXPANSIONS: usize = 3;
+const PREFIX_EXPANSIONS: usize = 32;
+/// Fields whose words fuzzy matching and prefixes draw from.
+const VOCABULARY_FIELDS: [Field; 4] = [
+    Field::Name,
+    Field::Description,
+    Field::ParamNames,
+    Field::Tags,
+];
+
+/// The scores of every matching slot, the highest score a tool could reach for this query (to
+/// normalise), and the terms used (to explain the results).
+pub fn evaluate(
+    index: &ToolIndex,
+    config: &SearchConfig,
+    query: &str,
+) -> Result<(Hits, f32, Vec<QueryTerm>)> {
+    let parsed = Query::parse(query);
+    let all_words = index.analyzer().tokens(query);
+    let keep_stopwords = all_words.iter().all(|t| is_stopword(&t.raw));
+    let content_words = all_words.iter().filter(|t| !is_stopword(&t.raw)).count();
+    let mut evaluator = Evaluator {
+        index,
+        config,
+        scratch: Hits::new(index.slot_count()),
+        terms: Vec::new(),
+        keep_stopwords,
+        fuzzy_per_word: config.fuzzy && content_words <= FUZZY_PER_WORD_MAX_WORDS,
+        fuzzy_now: false,
+        seen: HashSet::new(),
+    };
+    let mut hits = Hits::new(index.slot_count());
+    let mut max = evaluator.eval_into(&parsed, &mut hits)?;
+    if hits.touched.is_empty() && config.fuzzy && !evaluator.fuzzy_per_word {
+        evaluator.fuzzy_now = true;
+        evaluator.seen.clear();
+        evaluator.terms.clear();
+        max = evaluator.eval_into(&parsed, &mut hits)?;
+    }
+    Ok((hits, max, evaluator.terms))
+}
+
+struct Evaluator<'a> {
+    index: &'a ToolIndex,
+    config: &'a SearchConfig,
+    scratch: Hits,
+    terms: Vec<QueryTerm>,
+    keep_stopwords: bool,
+    fuzzy_per_word: bool,
+    fuzzy_now: bool,
+    seen: HashSet<(String, Option<FieldScope>)>,
+}
+
+impl Evaluator<'_> {
+    fn words(&self, text: &str) -> Vec<Token> {
+        let tokens = self.index.analyzer().tokens(text);
+        if self.keep_stopwords {
+            tokens
+        } else {
+            tokens
+                .into_iter()
+                .filter(|t| !is_stopword(&t.raw))
+                .collect()
+        }
+    }
+
+    fn eval_into(&mut self, query: &Query, out: &mut Hits) -> Result<f32> {
+        match query {
+            Query::Or(items) => {
+                let mut max = 0.0;
+                for item in items {
+                    max += self.eval_into(item, out)?;
+                }
+                Ok(max)
+            }
+            Query::And(items) => {
+                let mut parts = Vec::with_capacity(items.len());
+                let mut max = 0.0;
+                for item in items {
+                    let mut part = Hits::new(self.index.slot_count());
+                    max += self.eval_into(item, &mut part)?;
+                    parts.push(part);
+                }
+                if let Some((first, rest)) = parts.split_first() {
+                    for &slot in &first.touched {
+                        if rest.iter().all(|p| p.contains(slot)) {
+                            let sum: f32 = parts.iter().map(|p| p.scores[slot as usize]).sum();
+                            out.add(slot, sum);
+                        }
+                    }
+                }
+                Ok(max)
+            }
+            Query::Term { field, text } => {
+                let mut max = 0.0;
+                for token in self.words(text) {
+                    if self.seen.insert((token.stem.clone(), *field)) {
+                        max += self.score_word(&token, *field, out)?;
+                    }
+                }
+                Ok(max)
+            }
+            Query::Phrase { field, text } => {
+                let tokens = self.words(text);
+                if tokens.len() <= 1 {
+                    return self.eval_into(
+                        &Query::Term {
+                            field: *field,
+                            text: text.clone(),
+                        },
+                        out,
+                    );
+                }
+                let mut allowed = HashSet::new();
+                for &f in Field::in_scope(*field) {
+                    allowed.extend(self.index.phrase_slots(f, &tokens)?);
+                }
+                let mut part = Hits::new(self.index.slot_count());
+                let mut max = 0.0;
+                for token in &tokens {
+                    max += self.score_word(token, *field, &mut part)?;
+                }
+                part.retain(|slot| allowed.contains(&slot));
+                out.merge_from(&part);
+                Ok(max)
+            }
+            Query::Prefix { field, prefix } => {
+                let mut tokens = self.index.analyzer().tokens(prefix);
+                let Some(last) = tokens.pop() else {
+                    return Ok(0.0);
+                };
+                let mut max = 0.0;
+                for token in &tokens {
+                    max += self.score_word(token, *field, out)?;
+                }
+                let fields = Field::in_scope(*field);
+                let expansions =
+                    self.index
+                        .terms_with_prefix(fields, &last.raw, PREFIX_EXPANSIONS)?;
+                let mut best: f32 = 0.0;
+                for expansion in &expansions {
+                    let (idf, _) = self.score_raw(fields, expansion, 1.0, out)?;
+                    best = best.max(idf);
+                }
+                if !expansions.is_empty() {
+                    self.terms.push(QueryTerm {
+                        label: format!("{}*", last.raw),
+                        fields,
+                        forms: expansions.into_iter().map(Form::Raw).collect(),
+                    });
+                }
+                Ok(max + best)
+            }
+        }
+    }
+
+    /// One analysed query word: its stem in every field, plus its exact form with a boost.
+    fn score_word(
+        &mut self,
+        token: &Token,
+        scope: Option<FieldScope>,
+        out: &mut Hits,
+    ) -> Result<f32> {
+        let fields = Field::in_scope(scope);
+        let mut sources = Vec::with_capacity(fields.len() * 2);
+        for &field in fields {
+            let weight = self.config.field(field).weight;
+            sources.push(Source {
+                field,
+                raw: false,
+                text: token.stem.clone(),
+                weight,
+            });
+            sources.push(Source {
+                field,
+                raw: true,
+                text: token.raw.clone(),
+                weight: weight * self.config.exact_form_boost,
+            });
+        }
+        let (idf, df) =
+            self.index
+                .score_term(self.config, &sources, &mut self.scratch, out, 1.0)?;
+        if df > 0 {
+            self.terms.push(QueryTerm {
+                label: token.raw.clone(),
+                fields,
+                forms: vec![Form::Stem(token.stem.clone()), Form::Raw(token.raw.clone())],
+            });
+            return Ok(idf);
+        }
+        if !(self.fuzzy_per_word || self.fuzzy_now) {
+            return Ok(0.0);
+        }
+        let vocabulary: Vec<&Field> = VOCABULARY_FIELDS
+            .iter()
+            .filter(|f| fields.contains(f))
+            .collect();
+        let vocabulary: Vec<Field> = vocabulary.into_iter().copied().collect();
+        let mut words = Vec::new();
+        self.index.for_each_term(&vocabulary, |term| {
+            if fuzzy::similarity(&token.raw, term).is_some() {
+                words.push(term.to_string());
+            }
+        })?;
+        let mut best: f32 = 0.0;
+        for (word, similarity) in fuzzy::best_matches(
+            &token.raw,
+            words.iter().map(String::as_str),
+            FUZZY_EXPANSIONS,
+        ) {
+            let (idf, df) = self.score_raw(fields, &word, similarity, out)?;
+            if df > 0 {
+                best = best.max(idf);
+                self.terms.push(QueryTerm {
+                    label: format!("{}~{}", token.raw, word),
+                    fields,
+                    forms: vec![Form::Raw(word)],
+                });
+            }
+        }
+        Ok(best)
+    }
+
+    /// A catalog word in its exact form only (prefix and fuzzy expansions).
+    fn score_raw(
+        &mut self,
+        fields: &[Field],
+        word: &str,
+        weight: f32,
+        out: &mut Hits,
+    ) -> Result<(f32, usize)> {
+        let sources: Vec<Source> = fields
+            .iter()
+            .map(|&field| Source {
+                field,
+                raw: true,
+                text: word.to_string(),
+                weight: self.config.field(field).weight * (1.0 + self.config.exact_form_boost),
+            })
+            .collect();
+        self.index
+            .score_term(self.config, &sources, &mut self.scratch, out, weight)
+    }
+}

@@ -1,0 +1,475 @@
+//! Search over a catalog: keyword (BM25F with a query syntax and fuzzy fallback), regex and exact
+//! modes, then one ranking pipeline: exact-name bonus → filters → threshold → top band → cap.
+
+pub mod analyzer;
+pub mod config;
+mod explain;
+pub mod filter;
+pub mod fuzzy;
+pub mod index;
+mod keyword;
+pub mod query;
+
+pub use config::{FieldParams, SearchConfig};
+pub use filter::{Filters, NamePattern};
+pub use index::Field;
+
+use crate::catalog::Catalog;
+use crate::error::{Error, Result};
+use crate::tool::{Tool, ToolId};
+use index::ToolIndex;
+use serde::Serialize;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// How the query is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SearchMode {
+    #[default]
+    Keyword,
+    Regex,
+    Exact,
+}
+
+impl SearchMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SearchMode::Keyword => "keyword",
+            SearchMode::Regex => "regex",
+            SearchMode::Exact => "exact",
+        }
+    }
+}
+
+impl std::str::FromStr for SearchMode {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "keyword" | "bm25" => Ok(SearchMode::Keyword),
+            "regex" => Ok(SearchMode::Regex),
+            "exact" => Ok(SearchMode::Exact),
+            _ => Err(Error::UnknownMode(s.to_string())),
+        }
+    }
+}
+
+/// One search: what to look for, how, and where.
+#[derive(Debug, Clone)]
+pub struct SearchRequest {
+    pub query: String,
+    pub mode: SearchMode,
+    /// At most this many results (the cap).
+    pub limit: usize,
+    /// Skip this many results first (pagination).
+    pub offset: usize,
+    pub filters: Filters,
+    /// Overrides the configured threshold (0..1).
+    pub threshold: Option<f32>,
+    /// Overrides the configured top band (fraction of the best score).
+    pub top_band: Option<f32>,
+}
+
+impl SearchRequest {
+    pub fn new(query: impl Into<String>) -> Self {
+        Self {
+            query: query.into(),
+            mode: SearchMode::Keyword,
+            limit: 10,
+            offset: 0,
+            filters: Filters::default(),
+            threshold: None,
+            top_band: None,
+        }
+    }
+
+    pub fn mode(mut self, mode: SearchMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = limit;
+        self
+    }
+
+    pub fn offset(mut self, offset: usize) -> Self {
+        self.offset = offset;
+        self
+    }
+
+    pub fn filters(mut self, filters: Filters) -> Self {
+        self.filters = filters;
+        self
+    }
+
+    pub fn threshold(mut self, threshold: f32) -> Self {
+        self.threshold = Some(threshold);
+        self
+    }
+
+    pub fn top_band(mut self, fraction: f32) -> Self {
+        self.top_band = Some(fraction);
+        self
+    }
+}
+
+/// Which part of a tool matched which query terms.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MatchedOn {
+    pub field: &'static str,
+    pub terms: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchHit {
+    #[serde(flatten, serialize_with = "serialize_arc_tool")]
+    pub tool: Arc<Tool>,
+    /// Normalised to 0..1; 1 for an exact-name match.
+    pub score: f32,
+    pub matched_on: Vec<MatchedOn>,
+}
+
+fn serialize_arc_tool<S: serde::Serializer>(tool: &Arc<Tool>, s: S) -> Result<S::Ok, S::Error> {
+    tool.as_ref().serialize(s)
+}
+
+/// What a search that found nothing offers instead, so the caller can refine rather than stop.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Fallback {
+    /// Every tool's public name (small catalogs).
+    Names { names: Vec<String> },
+    /// Categories with their tool counts (large catalogs).
+    Categories { categories: Vec<CountedName> },
+    /// Servers with their tool counts (large catalogs without categories).
+    Servers { servers: Vec<CountedName> },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CountedName {
+    pub name: String,
+    pub count: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct SearchResponse {
+    pub query: String,
+    pub mode: SearchMode,
+    /// Matches after filters and threshold, before the cap.
+    pub total_matches: usize,
+    pub fallback: Option<Fallback>,
+    pub tools: Vec<SearchHit>,
+}
+
+/// The catalog and its index, kept in step. Searches take `&self`; changes take `&mut self`.
+#[derive(Debug)]
+pub struct SearchEngine {
+    catalog: Catalog,
+    index: ToolIndex,
+    config: SearchConfig,
+}
+
+struct Candidate {
+    slot: u32,
+    score: f32,
+    exact: bool,
+}
+
+impl SearchEngine {
+    pub fn new(config: SearchConfig) -> Result<Self> {
+        Ok(Self {
+            catalog: Catalog::new(),
+            index: ToolIndex::new()?,
+            config,
+        })
+    }
+
+    pub fn from_catalog(catalog: Catalog, config: SearchConfig) -> Result<Self> {
+        let mut index = ToolIndex::new()?;
+        index.rebuild(catalog.tools())?;
+        Ok(Self {
+            catalog,
+            index,
+            config,
+        })
+    }
+
+    pub fn from_tools(tools: impl IntoIterator<Item = Tool>) -> Result<Self> {
+        Self::from_catalog(Catalog::from_tools(tools)?, SearchConfig::default())
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    pub fn config(&self) -> &SearchConfig {
+        &self.config
+    }
+
+    /// Replaces one server's tools in the catalog and the index; other servers are not re-indexed.
+    pub fn replace_server(&mut self, server: &str, tools: Vec<Tool>) -> Result<()> {
+        let tools = self.catalog.replace_server(server, tools)?.to_vec();
+        self.index.replace_server(server, &tools)
+    }
+
+    pub fn remove_server(&mut self, server: &str) -> Result<()> {
+        if self.catalog.remove_server(server) {
+            self.index.remove_server(server)?;
+        }
+        Ok(())
+    }
+
+    pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
+        let started = Instant::now();
+        let query = request.query.trim();
+        let mut terms = Vec::new();
+        let mut regex = None;
+        let mut candidates = match request.mode {
+            SearchMode::Keyword if query.is_empty() => return Ok(self.browse(request)),
+            SearchMode::Keyword => {
+                if query.chars().count() > self.config.max_query_chars {
+                    return Err(Error::QueryTooLong {
+                        len: query.chars().count(),
+                        max: self.config.max_query_chars,
+                        mode: "keyword",
+                    });
+                }
+                let (hits, max_score, collected) =
+                    keyword::evaluate(&self.index, &self.config, query)?;
+                terms = collected;
+                let max_score = max_score.max(f32::EPSILON);
+                hits.touched
+                    .iter()
+                    .map(|&slot| Candidate {
+                        slot,
+                        score: (hits.scores[slot as usize] / max_score).min(0.999),
+                        exact: false,
+                    })
+                    .collect()
+            }
+            SearchMode::Regex => {
+                let (found, compiled) = self.regex_candidates(query)?;
+                regex = Some(compiled);
+                found
+            }
+            SearchMode::Exact => Vec::new(),
+        };
+        let retrieved = candidates.len();
+        self.apply_exact_bonus(query, &mut candidates);
+        candidates.retain(|c| {
+            self.index
+                .tool(c.slot)
+                .is_some_and(|t| request.filters.matches(t))
+        });
+        let threshold = request.threshold.unwrap_or(self.config.threshold);
+        candidates.retain(|c| c.exact || c.score >= threshold);
+        let after_threshold = candidates.len();
+        if let Some(band) = request.top_band.or(self.config.top_band) {
+            let best = candidates.iter().map(|c| c.score).fold(0.0, f32::max);
+            candidates.retain(|c| c.exact || c.score >= best * band);
+        }
+        self.sort(&mut candidates);
+        let total_matches = candidates.len();
+        let tools: Vec<SearchHit> = candidates
+            .iter()
+            .skip(request.offset)
+            .take(request.limit)
+            .filter_map(|c| {
+                let tool = self.index.tool(c.slot)?.clone();
+                let matched_on = if c.exact {
+                    vec![MatchedOn {
+                        field: "name",
+                        terms: vec![unquote(query).to_string()],
+                    }]
+                } else {
+                    match &regex {
+                        Some(regex) => explain::regex_fields(regex, &tool),
+                        None => explain::matched_on(self.index.analyzer(), &tool, &terms),
+                    }
+                };
+                Some(SearchHit {
+                    tool,
+                    score: if c.exact { 1.0 } else { c.score },
+                    matched_on,
+                })
+            })
+            .collect();
+        let fallback = (total_matches == 0).then(|| self.fallback(&request.filters));
+        tracing::debug!(
+            query,
+            mode = request.mode.as_str(),
+            index_size = self.index.len(),
+            matches_before_threshold = retrieved,
+            matches_after_threshold = after_threshold,
+            returned = tools.len(),
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "search"
+        );
+        Ok(SearchResponse {
+            query: request.query.clone(),
+            mode: request.mode,
+            total_matches,
+            fallback,
+            tools,
+        })
+    }
+
+    /// Exact-name matches rank first, in every mode: `name`, `"name"`, `` `name` ``, `server___name`.
+    fn apply_exact_bonus(&self, query: &str, candidates: &mut Vec<Candidate>) {
+        let wanted = unquote(query);
+        if wanted.is_empty() {
+            return;
+        }
+        let mut slots: Vec<u32> = self.index.slots_named(wanted).to_vec();
+        let id = ToolId::parse_public(wanted, &self.config.separator);
+        if !id.server.is_empty() {
+            slots.extend(self.index.slots_named(&id.name).iter().filter(|&&slot| {
+                self.index
+                    .tool(slot)
+                    .is_some_and(|t| t.server.eq_ignore_ascii_case(&id.server))
+            }));
+        }
+        for slot in slots {
+            match candidates.iter_mut().find(|c| c.slot == slot) {
+                Some(c) => c.exact = true,
+                None => candidates.push(Candidate {
+                    slot,
+                    score: 1.0,
+                    exact: true,
+                }),
+            }
+        }
+    }
+
+    fn sort(&self, candidates: &mut [Candidate]) {
+        let name = |slot: u32| {
+            self.index
+                .tool(slot)
+                .map(|t| (t.name.as_str(), t.server.as_str()))
+                .unwrap_or_default()
+        };
+        candidates.sort_by(|a, b| {
+            b.exact
+                .cmp(&a.exact)
+                .then_with(|| b.score.total_cmp(&a.score))
+                .then_with(|| name(a.slot).cmp(&name(b.slot)))
+        });
+    }
+
+    fn regex_candidates(&self, pattern: &str) -> Result<(Vec<Candidate>, regex::Regex)> {
+        if pattern.chars().count() > self.config.max_regex_chars {
+            return Err(Error::QueryTooLong {
+                len: pattern.chars().count(),
+                max: self.config.max_regex_chars,
+                mode: "regex",
+            });
+        }
+        let regex = regex::RegexBuilder::new(pattern)
+            .case_insensitive(true)
+            .size_limit(self.config.regex_size_limit)
+            .dfa_size_limit(self.config.regex_size_limit)
+            .build()
+            .map_err(|e| Error::InvalidRegex {
+                pattern: pattern.to_string(),
+                message: e.to_string(),
+            })?;
+        let found = self
+            .index
+            .live_slots()
+            .filter_map(|(slot, tool)| {
+                let score = explain::regex_score(&regex, tool);
+                (score > 0.0).then_some(Candidate {
+                    slot,
+                    score,
+                    exact: false,
+                })
+            })
+            .collect();
+        Ok((found, regex))
+    }
+
+    /// An empty query lists the (filtered) catalog by server and name, a page at a time.
+    fn browse(&self, request: &SearchRequest) -> SearchResponse {
+        let mut all: Vec<&Arc<Tool>> = self
+            .catalog
+            .tools()
+            .filter(|t| request.filters.matches(t))
+            .collect();
+        all.sort_by(|a, b| (&a.server, &a.name).cmp(&(&b.server, &b.name)));
+        SearchResponse {
+            query: request.query.clone(),
+            mode: request.mode,
+            total_matches: all.len(),
+            fallback: None,
+            tools: all
+                .into_iter()
+                .skip(request.offset)
+                .take(request.limit)
+                .map(|tool| SearchHit {
+                    tool: tool.clone(),
+                    score: 0.0,
+                    matched_on: Vec::new(),
+                })
+                .collect(),
+        }
+    }
+
+    fn fallback(&self, filters: &Filters) -> Fallback {
+        let tools: Vec<&Arc<Tool>> = self
+            .catalog
+            .tools()
+            .filter(|t| filters.matches(t))
+            .collect();
+        let max = self.config.fallback_names_max;
+        if tools.len() <= max {
+            let mut names: Vec<String> = tools
+                .iter()
+                .map(|t| t.public_name(&self.config.separator))
+                .collect();
+            names.sort();
+            return Fallback::Names { names };
+        }
+        let count = |key: fn(&Tool) -> Option<&str>| {
+            let mut counts = std::collections::BTreeMap::<String, usize>::new();
+            for tool in &tools {
+                if let Some(k) = key(tool) {
+                    *counts.entry(k.to_string()).or_default() += 1;
+                }
+            }
+            counts
+                .into_iter()
+                .map(|(name, count)| CountedName { name, count })
+                .collect::<Vec<_>>()
+        };
+        let categories = count(|t| t.category.as_deref());
+        if !categories.is_empty() {
+            return Fallback::Categories { categories };
+        }
+        let servers = count(|t| (!t.server.is_empty()).then_some(t.server.as_str()));
+        if servers.len() > 1 {
+            return Fallback::Servers { servers };
+        }
+        let mut names: Vec<String> = tools
+            .iter()
+            .map(|t| t.public_name(&self.config.separator))
+            .collect();
+        names.sort();
+        names.truncate(max);
+        Fallback::Names { names }
+    }
+}
+
+/// The query without surrounding whitespace, quotes or backticks.
+fn unquote(query: &str) -> &str {
+    let q = query.trim();
+    for quote in ['"', '\'', '`'] {
+        if let Some(inner) = q.strip_prefix(quote).and_then(|s| s.strip_suffix(quote)) {
+            return inner.trim();
+        }
+    }
+    q
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,336 @@
+//! The keyword query language: `a b` (OR), `a AND b`, `a OR b`, `"a phrase"`, `pre*`, `field:term`,
+//! and parentheses. A query that does not parse is read as plain words: never an error.
+
+/// Which part of a tool a clause is restricted to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum FieldScope {
+    Name,
+    Description,
+    Params,
+    Server,
+    Category,
+    Tags,
+}
+
+impl FieldScope {
+    pub fn parse(name: &str) -> Option<Self> {
+        Some(match name.to_ascii_lowercase().as_str() {
+            "name" => Self::Name,
+            "description" | "desc" => Self::Description,
+            "params" | "param" | "parameters" | "args" => Self::Params,
+            "server" => Self::Server,
+            "category" => Self::Category,
+            "tags" | "tag" => Self::Tags,
+            _ => return None,
+        })
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Query {
+    Or(Vec<Query>),
+    And(Vec<Query>),
+    /// One word as typed; analysis may split it (`get_weather` is two tokens).
+    Term {
+        field: Option<FieldScope>,
+        text: String,
+    },
+    Phrase {
+        field: Option<FieldScope>,
+        text: String,
+    },
+    Prefix {
+        field: Option<FieldScope>,
+        prefix: String,
+    },
+}
+
+impl Query {
+    /// Parses the keyword syntax, falling back to plain words when the syntax is broken.
+    pub fn parse(input: &str) -> Query {
+        match Parser::new(input).and_then(|mut p| p.parse_all()) {
+            Some(q) => q,
+            None => Self::plain_words(input),
+        }
+    }
+
+    /// Every whitespace-separated word as an OR'ed term, syntax characters dropped.
+    pub fn plain_words(input: &str) -> Query {
+        let words = input
+            .split(|c: char| c.is_whitespace() || matches!(c, '"' | '(' | ')' | '*'))
+            .filter(|w| !w.is_empty() && *w != "AND" && *w != "OR")
+            .map(|w| Query::Term {
+                field: None,
+                text: w.to_string(),
+            })
+            .collect();
+        Query::Or(words)
+    }
+
+    /// Whether the query uses any operator beyond plain words.
+    pub fn is_plain(&self) -> bool {
+        match self {
+            Query::Or(items) => items
+                .iter()
+                .all(|q| matches!(q, Query::Term { field: None, .. })),
+            Query::Term { field: None, .. } => true,
+            _ => false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Lexeme {
+    Word(String),
+    Quoted(String),
+    Field(FieldScope),
+    Open,
+    Close,
+    And,
+    Or,
+}
+
+struct Parser {
+    lexemes: Vec<Lexeme>,
+    pos: usize,
+}
+
+impl Parser {
+    fn new(input: &str) -> Option<Self> {
+        Some(Self {
+            lexemes: lex(input)?,
+            pos: 0,
+        })
+    }
+
+    fn parse_all(&mut self) -> Option<Query> {
+        if self.lexemes.is_empty() {
+            return Some(Query::Or(Vec::new()));
+        }
+        let q = self.parse_or()?;
+        (self.pos == self.lexemes.len()).then_some(q)
+    }
+
+    fn peek(&self) -> Option<&Lexeme> {
+        self.lexemes.get(self.pos)
+    }
+
+    fn parse_or(&mut self) -> Option<Query> {
+        let mut items = vec![self.parse_and()?];
+        loop {
+            match self.peek() {
+                None | Some(Lexeme::Close) => break,
+                Some(Lexeme::Or) => {
+                    self.pos += 1;
+                    items.push(self.parse_and()?);
+                }
+                Some(_) => items.push(self.parse_and()?),
+            }
+        }
+        Some(if items.len() == 1 {
+            items.remove(0)
+        } else {
+            Query::Or(items)
+        })
+    }
+
+    fn parse_and(&mut self) -> Option<Query> {
+        let mut items = vec![self.parse_unary()?];
+        while self.peek() == Some(&Lexeme::And) {
+            self.pos += 1;
+            items.push(self.parse_unary()?);
+        }
+        Some(if items.len() == 1 {
+            items.remove(0)
+        } else {
+            Query::And(items)
+        })
+    }
+
+    fn parse_unary(&mut self) -> Option<Query> {
+        let lexeme = self.lexemes.get(self.pos)?.clone();
+        self.pos += 1;
+        match lexeme {
+            Lexeme::Open => {
+                let q = self.parse_or()?;
+                (self.lexemes.get(self.pos) == Some(&Lexeme::Close)).then(|| self.pos += 1)?;
+                Some(q)
+            }
+            Lexeme::Field(field) => {
+                let atom = self.lexemes.get(self.pos)?.clone();
+                self.pos += 1;
+                atom_query(Some(field), atom)
+            }
+            other => atom_query(None, other),
+        }
+    }
+}
+
+fn atom_query(field: Option<FieldScope>, lexeme: Lexeme) -> Option<Query> {
+    match lexeme {
+        Lexeme::Quoted(text) => Some(Query::Phrase { field, text }),
+        Lexeme::Word(word) => match word.strip_suffix('*') {
+            Some(prefix) if !prefix.is_empty() && !prefix.contains('*') => Some(Query::Prefix {
+                field,
+                prefix: prefix.to_string(),
+            }),
+            Some(_) => None,
+            None => Some(Query::Term { field, text: word }),
+        },
+        _ => None,
+    }
+}
+
+fn lex(input: &str) -> Option<Vec<Lexeme>> {
+    let mut out = Vec::new();
+    let mut chars = input.char_indices().peekable();
+    while let Some(&(start, c)) = chars.peek() {
+        if c.is_whitespace() {
+            chars.next();
+        } else if c == '(' {
+            chars.next();
+            out.push(Lexeme::Open);
+        } else if c == ')' {
+            chars.next();
+            out.push(Lexeme::Close);
+        } else if c == '"' {
+            chars.next();
+            let mut text = String::new();
+            let mut closed = false;
+            for (_, c) in chars.by_ref() {
+                if c == '"' {
+                    closed = true;
+                    break;
+                }
+                text.push(c);
+            }
+            if !closed {
+                return None;
+            }
+            out.push(Lexeme::Quoted(text));
+        } else {
+            let mut end = input.len();
+            while let Some(&(i, c)) = chars.peek() {
+                if c.is_whitespace() || matches!(c, '(' | ')' | '"') {
+                    end = i;
+                    break;
+                }
+                chars.next();
+            }
+            let word = &input[start..end];
+            match word {
+                "AND" | "&&" => out.push(Lexeme::And),
+                "OR" | "||" => out.push(Lexeme::Or),
+                _ => {
+                    let field = word
+                        .strip_suffix(':')
+                        .or_else(|| word.split_once(':').map(|(f, _)| f))
+                        .and_then(FieldScope::parse);
+                    match (field, word.split_once(':')) {
+                        (Some(field), Some((_, ""))) => out.push(Lexeme::Field(field)),
+                        (Some(field), Some((_, rest))) => {
+                            out.push(Lexeme::Field(field));
+                            out.push(Lexeme::Word(rest.to_string()));
+                        }
+                        _ => out.push(Lexeme::Word(word.to_string())),
+                    }
+                }
+            }
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn term(t: &str) -> Query {
+        Query::Term {
+            field: None,
+            text: t.into(),
+        }
+    }
+
+    #[test]
+    fn words_are_ored() {
+        assert_eq!(
+            Query::parse("send email"),
+            Query::Or(vec![term("send"), term("email")])
+        );
+        assert!(Query::parse("send email").is_plain());
+    }
+
+    #[test]
+    fn and_binds_tighter_than_or() {
+        assert_eq!(
+            Query::parse("a AND b OR c"),
+            Query::Or(vec![Query::And(vec![term("a"), term("b")]), term("c")])
+        );
+        assert_eq!(
+            Query::parse("(a OR b) AND c"),
+            Query::And(vec![Query::Or(vec![term("a"), term("b")]), term("c")])
+        );
+    }
+
+    #[test]
+    fn phrases_prefixes_and_fields() {
+        assert_eq!(
+            Query::parse("\"create issue\""),
+            Query::Phrase {
+                field: None,
+                text: "create issue".into()
+            }
+        );
+        assert_eq!(
+            Query::parse("git*"),
+            Query::Prefix {
+                field: None,
+                prefix: "git".into()
+            }
+        );
+        assert_eq!(
+            Query::parse("server:github"),
+            Query::Term {
+                field: Some(FieldScope::Server),
+                text: "github".into()
+            }
+        );
+        assert_eq!(
+            Query::parse("name:\"read file\""),
+            Query::Phrase {
+                field: Some(FieldScope::Name),
+                text: "read file".into()
+            }
+        );
+        assert_eq!(
+            Query::parse("tags: files"),
+            Query::Term {
+                field: Some(FieldScope::Tags),
+                text: "files".into()
+            }
+        );
+        assert!(!Query::parse("name:x").is_plain());
+    }
+
+    #[test]
+    fn unknown_fields_are_words() {
+        assert_eq!(
+            Query::parse("http://example.com"),
+            term("http://example.com")
+        );
+    }
+
+    #[test]
+    fn broken_syntax_falls_back_to_plain_words() {
+        assert_eq!(
+            Query::parse("\"unclosed quote"),
+            Query::Or(vec![term("unclosed"), term("quote")])
+        );
+        assert_eq!(Query::parse("a AND"), Query::Or(vec![term("a")]));
+        assert_eq!(Query::parse("(a b"), Query::Or(vec![term("a"), term("b")]));
+        assert_eq!(Query::parse("a)"), Query::Or(vec![term("a")]));
+        assert_eq!(Query::parse("*"), Query::Or(vec![]));
+        assert_eq!(Query::parse(""), Query::Or(vec![]));
+    }
+}
