@@ -24,6 +24,13 @@ struct Cli {
 enum Command {
     /// Search a catalog file.
     Search(commands::search::SearchArgs),
+    /// Measure retrieval quality over evaluation datasets.
+    Eval(commands::eval::EvalArgs),
+    /// Benchmarks: token cost, search speed and memory.
+    #[command(subcommand)]
+    Bench(commands::bench::BenchCommand),
+    /// Run the MCP gateway (and REST API) over upstream MCP servers.
+    Serve(commands::serve::ServeArgs),
 }
 
 /// An error caused by the user's input: exit code 2 instead of 1.
@@ -43,6 +50,9 @@ fn main() -> ExitCode {
     init_logging(cli.log.as_deref());
     let result = match cli.command {
         Command::Search(args) => commands::search::run(args),
+        Command::Eval(args) => commands::eval::run(args),
+        Command::Bench(command) => commands::bench::run(command),
+        Command::Serve(args) => commands::serve::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

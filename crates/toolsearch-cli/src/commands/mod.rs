@@ -1,1 +1,5 @@
+pub mod bench;
+pub mod bench_tokens;
+pub mod eval;
 pub mod search;
+pub mod serve;
