@@ -67,6 +67,26 @@ pub enum Error {
 
     #[error("index error: {0}; this is a bug in toolsearch, please report it")]
     Index(String),
+
+    #[error("bad arguments for `{tool}`: {problem}; its input schema is {schema}")]
+    MetaArguments {
+        tool: String,
+        problem: String,
+        schema: serde_json::Value,
+    },
+
+    #[error("`{name}` is not a meta-tool of the `{preset}` preset, which has: {available}")]
+    NotAMetaTool {
+        name: String,
+        preset: String,
+        available: String,
+    },
+
+    #[error("`call_tool` runs a tool and needs an executor; use Disclosure::dispatch or Disclosure::call_tool")]
+    ExecutorRequired,
+
+    #[error("unknown category `{name}`; the categories are: {known}")]
+    UnknownCategory { name: String, known: String },
 }
 
 fn did_you_mean(suggestions: &[String]) -> String {

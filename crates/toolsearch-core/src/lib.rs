@@ -17,3 +17,8 @@ pub use search::{
 };
 pub mod formats;
 pub use formats::{parse_catalog, CatalogFormat};
+pub mod disclosure;
+pub use disclosure::{
+    error_result, Disclosure, DisclosureConfig, Dispatch, ExposedTool, Exposure, MetaOutcome,
+    MetaTool, Preset, SelectionOrder,
+};

@@ -8,3 +8,8 @@
 mod read;
 
 pub use read::{detect_format, parse_catalog, CatalogFormat};
+mod write;
+pub use write::{
+    anthropic_tool_references, anthropic_tool_search_result, anthropic_tools, gemini_schema,
+    gemini_tools, mcp_tools_list, openai_chat_tools, openai_responses_tools,
+};

@@ -1,0 +1,85 @@
+//! System-prompt guidance: how to find tools in this preset, and what the catalog holds.
+
+use super::config::Preset;
+use super::meta::{
+    ADD_TOOL, CALL_TOOL, LIST_CATEGORIES, SEARCH_AVAILABLE_TOOLS, SEARCH_TOOLS, SHOW_ALL_TOOLS,
+    TOOL_SEARCH,
+};
+use crate::catalog::Catalog;
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// Categories (or servers) listed in the guidance before the rest are summarised.
+const MAX_LISTED: usize = 40;
+
+/// The guidance text. `active` is whether any tool is deferred; when none is, every tool is
+/// already visible and the text says only that.
+pub fn guidance(preset: Preset, active: bool, catalog: &Catalog, shown: usize) -> String {
+    let total = catalog.len();
+    let mut text = String::new();
+    if !active || preset == Preset::Passthrough {
+        let _ = write!(
+            text,
+            "All {total} tools are available to you directly, with their full definitions."
+        );
+        return text;
+    }
+    let _ = write!(
+        text,
+        "You have access to {total} tools, but only {shown} are loaded. "
+    );
+    let how = match preset {
+        Preset::Search => format!(
+            "To use any other tool, call `{SEARCH_TOOLS}` with what you need (keywords, or `mode: \"regex\"`); \
+             each result has the tool's exact name and input schema. Then run it with \
+             `{CALL_TOOL}` {{\"name\": <exact name>, \"arguments\": {{...}}}}. Your tool list does not change."
+        ),
+        Preset::Progressive => format!(
+            "Tools shown with a placeholder schema are not loaded yet: call `{TOOL_SEARCH}` with keywords or \
+             the tool's exact name to load it, then call it directly (or through `{CALL_TOOL}`)."
+        ),
+        Preset::Add => format!(
+            "Call `{SEARCH_TOOLS}` to find tools (names and descriptions), then `{ADD_TOOL}` with their names \
+             to add them to your tools. `{SHOW_ALL_TOOLS}` lists every name. `{CALL_TOOL}` runs any tool by name."
+        ),
+        Preset::Limit => format!(
+            "Call `{SEARCH_AVAILABLE_TOOLS}` with what you need: your loaded tools are replaced by the best \
+             matches. `{CALL_TOOL}` runs any tool by name."
+        ),
+        Preset::Passthrough => String::new(),
+    };
+    text.push_str(&how);
+    let categories = catalog.categories();
+    if !categories.is_empty() {
+        text.push_str("\nTool categories (tool count): ");
+        text.push_str(&listing(&categories));
+        if categories.len() > MAX_LISTED {
+            let _ = write!(text, " (call `{LIST_CATEGORIES}` for all)");
+        }
+        text.push('.');
+    } else {
+        let mut servers: BTreeMap<String, usize> = BTreeMap::new();
+        for tool in catalog.tools().filter(|t| !t.server.is_empty()) {
+            *servers.entry(tool.server.clone()).or_default() += 1;
+        }
+        if servers.len() > 1 {
+            let servers: Vec<(String, usize)> = servers.into_iter().collect();
+            text.push_str("\nServers (tool count): ");
+            text.push_str(&listing(&servers));
+            text.push('.');
+        }
+    }
+    text
+}
+
+fn listing(counts: &[(String, usize)]) -> String {
+    let mut parts: Vec<String> = counts
+        .iter()
+        .take(MAX_LISTED)
+        .map(|(name, count)| format!("{name} ({count})"))
+        .collect();
+    if counts.len() > MAX_LISTED {
+        parts.push(format!("and {} more", counts.len() - MAX_LISTED));
+    }
+    parts.join(", ")
+}
