@@ -109,6 +109,9 @@ pub fn gemini_tools(tools: &[ExposedTool]) -> Value {
             if !has_properties {
                 if let Some(note) = t.input_schema.get("description").and_then(Value::as_str) {
                     if !description.is_empty() {
+                        if !description.ends_with(['.', '!', '?']) {
+                            description.push('.');
+                        }
                         description.push(' ');
                     }
                     description.push_str(note);
@@ -282,7 +285,10 @@ fn clean(node: &Value, root: &Value, depth: usize) -> Value {
         }
     }
     if !out.contains_key("type") && !out.contains_key("anyOf") {
-        if out.contains_key("properties") {
+        // Gemini enums are string enums and need their type.
+        if out.contains_key("enum") {
+            out.insert("type".into(), json!("string"));
+        } else if out.contains_key("properties") {
             out.insert("type".into(), json!("object"));
         } else if out.contains_key("items") {
             out.insert("type".into(), json!("array"));
