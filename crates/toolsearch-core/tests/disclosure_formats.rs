@@ -77,8 +77,10 @@ fn mcp_tools_list_payload() {
 
 #[test]
 fn anthropic_native_payload_defers_and_references() {
-    let mut cfg = DisclosureConfig::default();
-    cfg.pinned = vec!["weather___get_weather".into()];
+    let cfg = DisclosureConfig {
+        pinned: vec!["weather___get_weather".into()],
+        ..Default::default()
+    };
     let d = Disclosure::new(cfg).unwrap();
     let engine = engine();
     let tools: Vec<ExposedTool> = d
