@@ -15,6 +15,15 @@
 //! [toolSearch]
 //! preset = "search"
 //! threshold = 15
+//!
+//! [[categories]]                 # REST categories; tools join by server or name pattern
+//! id = "code"
+//! name = "Code hosting"
+//! servers = ["github"]
+//! tools = ["*:create_issue"]
+//!
+//! [rest]
+//! apiTokens = ["..."]            # also TOOLSEARCH_API_TOKENS (comma-separated)
 //! ```
 //!
 //! Keys in `toolSearch` and `supervisor` are checked strictly, so a typo is an error; other keys at the
@@ -70,6 +79,61 @@ pub struct GatewayConfig {
     pub tool_search: ToolSearchConfig,
     #[serde(default)]
     pub supervisor: SupervisorConfig,
+    /// Category definitions (`[[categories]]`): id, name, description, and the tools they hold.
+    #[serde(default)]
+    pub categories: Vec<CategoryDef>,
+    /// The `rest` section: the REST API's tokens and limits.
+    #[serde(default)]
+    pub rest: RestConfig,
+}
+
+/// One category: tools join it by server (`servers`, globs allowed) or by name pattern (`tools`:
+/// `server:tool`, `server:*`, or a bare tool name, globs allowed). The first matching definition wins;
+/// tools no definition claims keep the category of `toolSearch.categories` or their own.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CategoryDef {
+    pub id: String,
+    /// Display name; the id when absent.
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub servers: Vec<String>,
+    #[serde(default)]
+    pub tools: Vec<String>,
+}
+
+impl CategoryDef {
+    pub fn display_name(&self) -> &str {
+        self.name.as_deref().unwrap_or(&self.id)
+    }
+}
+
+/// The `rest` section.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RestConfig {
+    /// Bearer tokens accepted by the REST API (added to those of `TOOLSEARCH_API_TOKENS`).
+    #[serde(default)]
+    pub api_tokens: Vec<String>,
+    /// Largest request body accepted, in bytes.
+    #[serde(default = "default_max_body_bytes")]
+    pub max_body_bytes: usize,
+}
+
+fn default_max_body_bytes() -> usize {
+    64 * 1024
+}
+
+impl Default for RestConfig {
+    fn default() -> Self {
+        Self {
+            api_tokens: Vec::new(),
+            max_body_bytes: default_max_body_bytes(),
+        }
+    }
 }
 
 /// The `mcpServers` object, order preserved.
@@ -560,6 +624,41 @@ impl GatewayConfig {
                 }
             }
         }
+        let mut ids = std::collections::HashSet::new();
+        for (i, def) in self.categories.iter().enumerate() {
+            let key = format!("categories[{i}]");
+            if def.id.trim().is_empty() {
+                return Err((format!("{key}.id"), "must not be empty".into()));
+            }
+            if !ids.insert(def.id.to_lowercase()) {
+                return Err((
+                    format!("{key}.id"),
+                    format!("category `{}` is defined twice; keep one entry", def.id),
+                ));
+            }
+            for (j, pattern) in def.tools.iter().enumerate() {
+                if pattern.is_empty() || pattern.split(':').count() > 2 {
+                    return Err((
+                        format!("{key}.tools[{j}]"),
+                        format!("`{pattern}` is not a tool pattern; use `server:tool`, `server:*` or a tool name"),
+                    ));
+                }
+            }
+        }
+        for (i, token) in self.rest.api_tokens.iter().enumerate() {
+            if token.trim().is_empty() || token.chars().any(char::is_whitespace) {
+                return Err((
+                    format!("rest.apiTokens[{i}]"),
+                    "must be a non-empty token without spaces".into(),
+                ));
+            }
+        }
+        if self.rest.max_body_bytes == 0 {
+            return Err((
+                "rest.maxBodyBytes".into(),
+                "is 0, which would reject every request; the default is 65536".into(),
+            ));
+        }
         let sup = &self.supervisor;
         if sup.initial_backoff_ms == 0 {
             return Err((
@@ -892,6 +991,41 @@ mod tests {
         .unwrap();
         let active: Vec<_> = config.active_servers().map(|(n, _)| n).collect();
         assert_eq!(active, ["a"]);
+    }
+
+    #[test]
+    fn categories_and_rest_section() {
+        let config = toml(
+            r#"
+            [[categories]]
+            id = "code"
+            name = "Code hosting"
+            description = "Repositories and issues"
+            servers = ["github"]
+            tools = ["*:create_issue"]
+            [[categories]]
+            id = "chat"
+            [rest]
+            apiTokens = ["s3cret-token"]
+            maxBodyBytes = 1024
+            "#,
+        )
+        .unwrap();
+        assert_eq!(config.categories.len(), 2);
+        assert_eq!(config.categories[0].display_name(), "Code hosting");
+        assert_eq!(config.categories[1].display_name(), "chat");
+        assert_eq!(config.rest.api_tokens, ["s3cret-token"]);
+        assert_eq!(config.rest.max_body_bytes, 1024);
+        assert_eq!(RestConfig::default().max_body_bytes, 65536);
+
+        let err = toml("[[categories]]\nid = \"a\"\n[[categories]]\nid = \"A\"\n").unwrap_err();
+        assert_eq!(err.key, "categories[1].id");
+        let err = toml("[[categories]]\nid = \"a\"\nservrs = []\n").unwrap_err();
+        assert!(err.message.contains("servrs"), "{err}");
+        let err = toml("[rest]\napiTokens = [\"\"]\n").unwrap_err();
+        assert_eq!(err.key, "rest.apiTokens[0]");
+        let err = toml("[rest]\napiToken = []\n").unwrap_err();
+        assert!(err.message.contains("apiToken"), "{err}");
     }
 
     #[test]
