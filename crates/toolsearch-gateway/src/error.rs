@@ -48,6 +48,14 @@ pub enum GatewayError {
         message: String,
     },
 
+    /// A bearer token for the REST API that cannot be used.
+    #[error("API token #{} of {source_name} is empty or contains whitespace; tokens are single words, separate several with commas", index + 1)]
+    InvalidApiToken { source_name: String, index: usize },
+
+    /// Serving the REST API without a token anywhere but on loopback.
+    #[error("refusing to serve the REST API on {addr} without an API token: anyone who can reach it could use it; set rest.apiTokens in the config or TOOLSEARCH_API_TOKENS, bind a loopback address (127.0.0.1), or pass --insecure-no-auth")]
+    UnauthenticatedBind { addr: std::net::SocketAddr },
+
     /// Starting or connecting an upstream failed (used as the `last_error` of its state).
     #[error("server `{server}` failed to start: {message}")]
     Start { server: String, message: String },

@@ -4,13 +4,18 @@
 //! - [`config`]: the config file (`mcpServers` as Claude Desktop / Cursor write it, plus `toolSearch`).
 //! - [`UpstreamManager`]: starts and supervises the upstreams, keeps their tool lists current, and
 //!   forwards `tools/call`.
+//! - [`rest`]: the REST API (`/api/mcp-standard/...`, `/api/openapi.json`) as an axum router.
 
 pub mod config;
 pub mod error;
+pub mod rest;
 pub mod supervisor;
 pub mod upstream;
 
-pub use config::{ConfigError, GatewayConfig, Preset, ServerConfig, ToolSearchConfig, Transport};
+pub use config::{
+    CategoryDef, ConfigError, GatewayConfig, Preset, RestConfig, ServerConfig, ToolSearchConfig,
+    Transport,
+};
 pub use error::{GatewayError, Result};
 pub use supervisor::{ServerState, SupervisorOptions, UpstreamEvent, UpstreamManager};
 pub use upstream::to_core_tool;

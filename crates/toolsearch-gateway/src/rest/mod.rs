@@ -1,0 +1,182 @@
+//! The REST face: `POST /api/mcp-standard/{search_tools, list_categories, get_tools_by_category}` and
+//! `GET /api/openapi.json`, over a shared [`SearchEngine`].
+//!
+//! [`routes`] gives the API without a catch-all, to merge beside other routes (the MCP endpoint) on
+//! one listener; [`router`] adds JSON 404s for a listener of its own. Tokens guard the
+//! `/api/mcp-standard/` routes; the OpenAPI document is public, since it describes the API and
+//! reveals nothing of the catalog.
+
+mod auth;
+mod categories;
+mod error;
+mod extract;
+mod handlers;
+mod openapi;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, RwLock};
+
+use axum::extract::{DefaultBodyLimit, Request};
+use axum::http::Method;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, MethodRouter};
+use axum::{middleware, Json, Router};
+use toolsearch_core::SearchEngine;
+
+pub use auth::{ApiTokens, TOKENS_ENV};
+pub use categories::{Categories, CategoryInfo};
+pub use error::ApiError;
+pub use handlers::{DEFAULT_LIMIT, MAX_LIMIT};
+pub use openapi::document as openapi_document;
+
+use crate::config::GatewayConfig;
+use crate::error::GatewayError;
+
+/// The engine as the gateway shares it: searches take the read lock, catalog updates the write lock.
+pub type SharedEngine = Arc<RwLock<SearchEngine>>;
+
+pub const SEARCH_TOOLS_PATH: &str = "/api/mcp-standard/search_tools";
+pub const LIST_CATEGORIES_PATH: &str = "/api/mcp-standard/list_categories";
+pub const TOOLS_BY_CATEGORY_PATH: &str = "/api/mcp-standard/get_tools_by_category";
+pub const OPENAPI_PATH: &str = "/api/openapi.json";
+
+/// Every route the API serves, as (method, path).
+pub const ROUTES: [(&str, &str); 4] = [
+    ("POST", SEARCH_TOOLS_PATH),
+    ("POST", LIST_CATEGORIES_PATH),
+    ("POST", TOOLS_BY_CATEGORY_PATH),
+    ("GET", OPENAPI_PATH),
+];
+
+/// What the handlers share. Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct RestState {
+    pub(crate) engine: SharedEngine,
+    pub(crate) categories: Arc<Categories>,
+    pub(crate) tokens: Arc<ApiTokens>,
+    pub(crate) max_body_bytes: usize,
+}
+
+impl RestState {
+    /// An open API (no tokens) over `engine`, with the tools' own categories and the default limits.
+    pub fn new(engine: SharedEngine) -> Self {
+        Self {
+            engine,
+            categories: Arc::new(Categories::from_tools_only()),
+            tokens: Arc::new(ApiTokens::none()),
+            max_body_bytes: crate::config::RestConfig::default().max_body_bytes,
+        }
+    }
+
+    /// Categories, body limit and tokens from the config, plus tokens from `TOOLSEARCH_API_TOKENS`.
+    pub fn from_config(engine: SharedEngine, config: &GatewayConfig) -> Result<Self, GatewayError> {
+        Ok(Self::new(engine)
+            .with_categories(Categories::from_config(config))
+            .with_tokens(ApiTokens::from_config_and_env(&config.rest.api_tokens)?)
+            .with_max_body_bytes(config.rest.max_body_bytes))
+    }
+
+    pub fn with_categories(mut self, categories: Categories) -> Self {
+        self.categories = Arc::new(categories);
+        self
+    }
+
+    pub fn with_tokens(mut self, tokens: ApiTokens) -> Self {
+        self.tokens = Arc::new(tokens);
+        self
+    }
+
+    pub fn with_max_body_bytes(mut self, max: usize) -> Self {
+        self.max_body_bytes = max;
+        self
+    }
+
+    pub fn engine(&self) -> &SharedEngine {
+        &self.engine
+    }
+
+    pub fn tokens(&self) -> &ApiTokens {
+        &self.tokens
+    }
+}
+
+fn with_405(route: MethodRouter<RestState>, allowed: &'static str) -> MethodRouter<RestState> {
+    route.fallback(move |request: Request| async move {
+        ApiError::MethodNotAllowed {
+            method: request.method().to_string(),
+            path: request.uri().path().to_string(),
+            allowed: allowed.to_string(),
+        }
+    })
+}
+
+/// The API's routes with their auth, body limit and JSON errors, but no catch-all: merge it beside
+/// other routes (`Router::new().route("/mcp", ...).merge(rest::routes(state))`).
+pub fn routes(state: RestState) -> Router {
+    let api = Router::new()
+        .route(
+            SEARCH_TOOLS_PATH,
+            with_405(post(handlers::search_tools), "POST"),
+        )
+        .route(
+            LIST_CATEGORIES_PATH,
+            with_405(post(handlers::list_categories), "POST"),
+        )
+        .route(
+            TOOLS_BY_CATEGORY_PATH,
+            with_405(post(handlers::get_tools_by_category), "POST"),
+        )
+        .route_layer(middleware::from_fn_with_state(
+            state.clone(),
+            auth::require_token,
+        ));
+    Router::new()
+        .route(
+            OPENAPI_PATH,
+            with_405(get(|| async { Json(openapi::document()) }), "GET"),
+        )
+        .merge(api)
+        .layer(DefaultBodyLimit::max(state.max_body_bytes))
+        .with_state(state)
+}
+
+/// [`routes`] plus a JSON 404 for every other path: the router of a REST-only listener.
+pub fn router(state: RestState) -> Router {
+    routes(state).fallback(not_found)
+}
+
+/// The JSON 404 of [`router`], for a combined router that wants the same answer.
+pub async fn not_found(method: Method, request: Request) -> Response {
+    ApiError::NotFound {
+        method: method.to_string(),
+        path: request.uri().path().to_string(),
+    }
+    .into_response()
+}
+
+/// Refuses a listener that anyone beyond this machine could reach when no token guards it.
+pub fn check_bind(
+    addr: SocketAddr,
+    tokens: &ApiTokens,
+    insecure_no_auth: bool,
+) -> Result<(), GatewayError> {
+    if tokens.is_empty() && !addr.ip().is_loopback() && !insecure_no_auth {
+        return Err(GatewayError::UnauthenticatedBind { addr });
+    }
+    if tokens.is_empty() && !addr.ip().is_loopback() {
+        tracing::warn!(target: "rest", %addr, "serving the REST API without authentication (--insecure-no-auth)");
+    }
+    Ok(())
+}
+
+/// Serves `app` on `listener` until `shutdown` completes.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
