@@ -70,7 +70,7 @@ pub enum Error {
 
     #[error("bad arguments for `{tool}`: {problem}; its input schema is {schema}")]
     MetaArguments {
-        tool: String,
+        tool: &'static str,
         problem: String,
         schema: serde_json::Value,
     },
@@ -78,7 +78,7 @@ pub enum Error {
     #[error("`{name}` is not a meta-tool of the `{preset}` preset, which has: {available}")]
     NotAMetaTool {
         name: String,
-        preset: String,
+        preset: &'static str,
         available: String,
     },
 

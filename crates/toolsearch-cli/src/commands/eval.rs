@@ -1,9 +1,122 @@
+use crate::BadInput;
 use anyhow::Result;
 use clap::Args;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use toolsearch_eval::{evaluate, Dataset, DatasetReport, RankerKind};
+
+/// Where the evaluation data lives relative to the project root.
+const DEFAULT_DATASETS: &str = "../shared/eval/datasets";
 
 #[derive(Args)]
-pub struct EvalArgs {}
+pub struct EvalArgs {
+    /// A dataset folder (tools.json + queries.jsonl); repeatable. Default: every folder under
+    /// ../shared/eval/datasets.
+    #[arg(long)]
+    dataset: Vec<PathBuf>,
+    /// A ranker to run (toolsearch, overlap, bm25-plain, regex); repeatable. Default: all.
+    #[arg(long)]
+    ranker: Vec<String>,
+    /// Put each query's instruction in front of it.
+    #[arg(long)]
+    with_instruction: bool,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
 
-pub fn run(_args: EvalArgs) -> Result<()> {
-    anyhow::bail!("eval is not implemented yet")
+pub fn run(args: EvalArgs) -> Result<()> {
+    let rankers: Vec<RankerKind> = if args.ranker.is_empty() {
+        RankerKind::ALL.to_vec()
+    } else {
+        args.ranker
+            .iter()
+            .map(|r| {
+                r.parse()
+                    .map_err(|e: toolsearch_eval::EvalError| BadInput(e.to_string()))
+            })
+            .collect::<Result<_, _>>()?
+    };
+    let dirs = if args.dataset.is_empty() {
+        let root = Path::new(DEFAULT_DATASETS);
+        if !root.is_dir() {
+            return Err(BadInput(format!(
+                "no evaluation data at {DEFAULT_DATASETS} (it sits beside the project, not in it); \
+                 pass --dataset DIR with a folder holding tools.json and queries.jsonl"
+            ))
+            .into());
+        }
+        Dataset::discover(root)?
+    } else {
+        args.dataset
+    };
+    let mut reports = Vec::new();
+    for dir in &dirs {
+        let dataset = Dataset::load(dir).map_err(|e| BadInput(e.to_string()))?;
+        if dataset.skipped_unnamed > 0 {
+            eprintln!(
+                "{}: left out {} tool(s) without a name",
+                dataset.name, dataset.skipped_unnamed
+            );
+        }
+        let report = evaluate(&dataset, &rankers, args.with_instruction)?;
+        if !args.json {
+            print_table(&report);
+        }
+        reports.push(report);
+    }
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&json!({ "datasets": reports }))?
+        );
+    } else if reports.len() > 1 {
+        print_average(&reports);
+    }
+    Ok(())
+}
+
+fn print_table(report: &DatasetReport) {
+    println!(
+        "{} ({} tools, {} queries)",
+        report.name, report.tools, report.queries
+    );
+    println!(
+        "  {:<12} {:>9} {:>8} {:>7} {:>11} {:>9} {:>9}",
+        "ranker", "Recall@5", "nDCG@10", "MRR", "Complete@5", "p50 µs", "p99 µs"
+    );
+    for r in &report.rankers {
+        println!(
+            "  {:<12} {:>9.1} {:>8.1} {:>7.1} {:>11.1} {:>9.0} {:>9.0}",
+            r.ranker,
+            percent(r.recall_at_5),
+            percent(r.ndcg_at_10),
+            percent(r.mrr),
+            percent(r.complete_at_5),
+            r.p50_us,
+            r.p99_us
+        );
+    }
+    println!();
+}
+
+/// As a percentage; `+ 0.0` turns a negative zero into a plain one.
+fn percent(fraction: f64) -> f64 {
+    100.0 * fraction + 0.0
+}
+
+fn print_average(reports: &[DatasetReport]) {
+    println!("mean nDCG@10 over {} datasets", reports.len());
+    let Some(first) = reports.first() else {
+        return;
+    };
+    for (i, r) in first.rankers.iter().enumerate() {
+        let mean: f64 = reports
+            .iter()
+            .filter_map(|d| d.rankers.get(i))
+            .map(|x| x.ndcg_at_10)
+            .sum::<f64>()
+            / reports.len() as f64;
+        println!("  {:<12} {:>8.1}", r.ranker, percent(mean));
+    }
 }

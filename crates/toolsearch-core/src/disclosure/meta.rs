@@ -176,7 +176,7 @@ pub fn check_arguments(tool: MetaTool, arguments: Value) -> Result<Map<String, V
     let problems = schema_problems(&schema, &arguments);
     if !problems.is_empty() {
         return Err(Error::MetaArguments {
-            tool: tool.name().to_string(),
+            tool: tool.name(),
             problem: problems.join("; "),
             schema,
         });
@@ -185,7 +185,7 @@ pub fn check_arguments(tool: MetaTool, arguments: Value) -> Result<Map<String, V
         Value::Object(map) => Ok(map),
         // The schema requires an object, so this only happens if the schema failed to compile.
         _ => Err(Error::MetaArguments {
-            tool: tool.name().to_string(),
+            tool: tool.name(),
             problem: "arguments must be a JSON object".to_string(),
             schema,
         }),

@@ -77,7 +77,7 @@ impl ExposedTool {
     fn catalog(tool: &Arc<Tool>, separator: &str, exposure: Exposure) -> Self {
         let name = tool.public_name(separator);
         let input_schema = match exposure {
-            Exposure::Stub => stub_schema(&name),
+            Exposure::Stub => stub_schema(),
             _ => tool.input_schema.clone(),
         };
         Self {
@@ -91,11 +91,12 @@ impl ExposedTool {
     }
 }
 
-/// The placeholder schema of a deferred tool: it tells the model how to load the real one.
-pub fn stub_schema(public_name: &str) -> Value {
+/// The placeholder schema of a deferred tool: it tells the model how to load the real one. The
+/// text is the same for every tool (the name is already beside it), which keeps stubs cheap.
+pub fn stub_schema() -> Value {
     json!({
         "type": "object",
-        "description": format!("Parameters not loaded: call {TOOL_SEARCH} with query \"{public_name}\" first.")
+        "description": format!("Not loaded: call {TOOL_SEARCH} with this tool's name first.")
     })
 }
 
@@ -401,7 +402,7 @@ impl Disclosure {
                 .collect();
         Error::NotAMetaTool {
             name: name.to_string(),
-            preset: self.config.preset.as_str().to_string(),
+            preset: self.config.preset.as_str(),
             available: if available.is_empty() {
                 "none".to_string()
             } else {

@@ -229,7 +229,7 @@ struct McpTool {
     server: Option<String>,
     #[serde(default)]
     category: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "lenient_tags")]
     tags: Option<Vec<String>>,
     #[serde(default)]
     defer: Option<DeferPolicy>,
@@ -266,6 +266,25 @@ impl McpTool {
             annotations,
         }
     }
+}
+
+/// Tags as written in the wild: strings, nested lists of strings, or a single string.
+fn lenient_tags<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<Vec<String>>, D::Error> {
+    fn flatten(v: Value, out: &mut Vec<String>) {
+        match v {
+            Value::String(s) => out.push(s),
+            Value::Array(items) => items.into_iter().for_each(|i| flatten(i, out)),
+            Value::Number(n) => out.push(n.to_string()),
+            Value::Bool(b) => out.push(b.to_string()),
+            Value::Null | Value::Object(_) => {}
+        }
+    }
+    let value = Value::deserialize(d)?;
+    let mut out = Vec::new();
+    flatten(value, &mut out);
+    Ok(Some(out))
 }
 
 /// OpenAI Chat Completions (`function` nested) or Responses (flat) tool.

@@ -77,7 +77,7 @@ impl Default for SearchConfig {
             fuzzy: true,
             threshold: 0.0,
             top_band: None,
-            max_query_chars: 2000,
+            max_query_chars: 32_768,
             max_regex_chars: 200,
             regex_size_limit: 1 << 20,
             fallback_names_max: 200,

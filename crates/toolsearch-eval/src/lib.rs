@@ -1,0 +1,30 @@
+//! Retrieval-quality evaluation: datasets of queries with relevant tools, the metrics, the
+//! engine's ranker and the reference rankers it is measured against.
+
+pub mod dataset;
+pub mod metrics;
+pub mod rankers;
+pub mod run;
+
+pub use dataset::{Dataset, EvalQuery};
+pub use metrics::{Metrics, QueryMetrics};
+pub use rankers::{Ranker, RankerKind};
+pub use run::{evaluate, DatasetReport, RankerReport};
+
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    #[error("cannot read {path}: {message}")]
+    Read { path: String, message: String },
+    #[error("{path} line {line}: {message}; each line must be {{\"id\", \"query\", \"relevant\": [names]}}")]
+    Query {
+        path: String,
+        line: usize,
+        message: String,
+    },
+    #[error(transparent)]
+    Engine(#[from] toolsearch_core::Error),
+    #[error("unknown ranker `{0}`; use toolsearch, overlap, bm25-plain or regex")]
+    UnknownRanker(String),
+    #[error("reference ranker failed: {0}")]
+    Reference(String),
+}

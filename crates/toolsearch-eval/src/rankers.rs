@@ -1,0 +1,247 @@
+//! The rankers compared by `toolsearch eval`: the engine itself and the approaches users have
+//! today, each rebuilt here from its description so all run on the same data in one process.
+
+use crate::EvalError;
+use regex::RegexBuilder;
+use std::str::FromStr;
+use tantivy::collector::TopDocs;
+use tantivy::query::QueryParser;
+use tantivy::schema::{Schema, Value, STORED, TEXT};
+use tantivy::{Index, IndexReader, TantivyDocument};
+use toolsearch_core::{Catalog, SearchConfig, SearchEngine, SearchRequest, Tool};
+
+/// Ranks tool names for a query, best first.
+pub trait Ranker {
+    fn name(&self) -> &'static str;
+    fn rank(&self, query: &str, depth: usize) -> Result<Vec<String>, EvalError>;
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RankerKind {
+    /// The engine's default keyword mode.
+    Toolsearch,
+    /// Keyword overlap as several agent frameworks ship it.
+    Overlap,
+    /// tantivy's default BM25 over name and description as one field.
+    Bm25Plain,
+    /// The query as a case-insensitive regex over name and description.
+    Regex,
+}
+
+impl RankerKind {
+    pub const ALL: [RankerKind; 4] = [
+        RankerKind::Toolsearch,
+        RankerKind::Overlap,
+        RankerKind::Bm25Plain,
+        RankerKind::Regex,
+    ];
+
+    pub fn build(self, tools: &[Tool]) -> Result<Box<dyn Ranker>, EvalError> {
+        Ok(match self {
+            RankerKind::Toolsearch => Box::new(EngineRanker::new(tools, SearchConfig::default())?),
+            RankerKind::Overlap => Box::new(OverlapRanker::new(tools)),
+            RankerKind::Bm25Plain => Box::new(Bm25PlainRanker::new(tools)?),
+            RankerKind::Regex => Box::new(RegexRanker::new(tools)),
+        })
+    }
+}
+
+impl FromStr for RankerKind {
+    type Err = EvalError;
+    fn from_str(s: &str) -> Result<Self, EvalError> {
+        Ok(match s {
+            "toolsearch" => RankerKind::Toolsearch,
+            "overlap" => RankerKind::Overlap,
+            "bm25-plain" => RankerKind::Bm25Plain,
+            "regex" => RankerKind::Regex,
+            _ => return Err(EvalError::UnknownRanker(s.to_string())),
+        })
+    }
+}
+
+pub struct EngineRanker {
+    engine: SearchEngine,
+}
+
+impl EngineRanker {
+    pub fn new(tools: &[Tool], config: SearchConfig) -> Result<Self, EvalError> {
+        let catalog = Catalog::from_tools(tools.iter().cloned())?;
+        Ok(Self {
+            engine: SearchEngine::from_catalog(catalog, config)?,
+        })
+    }
+}
+
+impl Ranker for EngineRanker {
+    fn name(&self) -> &'static str {
+        "toolsearch"
+    }
+
+    fn rank(&self, query: &str, depth: usize) -> Result<Vec<String>, EvalError> {
+        let response = self
+            .engine
+            .search(&SearchRequest::new(query).limit(depth))?;
+        Ok(response.tools.iter().map(|h| h.tool.name.clone()).collect())
+    }
+}
+
+/// A query word found in the name scores 3, in the description 1; the exact name adds 100; results
+/// under half the best score are dropped; at most 8 are kept.
+pub struct OverlapRanker {
+    tools: Vec<(String, String, String)>,
+}
+
+impl OverlapRanker {
+    pub fn new(tools: &[Tool]) -> Self {
+        Self {
+            tools: tools
+                .iter()
+                .map(|t| {
+                    (
+                        t.name.clone(),
+                        t.name.to_lowercase(),
+                        t.description.to_lowercase(),
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+impl Ranker for OverlapRanker {
+    fn name(&self) -> &'static str {
+        "overlap"
+    }
+
+    fn rank(&self, query: &str, depth: usize) -> Result<Vec<String>, EvalError> {
+        let lowered = query.to_lowercase();
+        let words: Vec<&str> = lowered.split_whitespace().collect();
+        let mut scored: Vec<(u32, &str)> = self
+            .tools
+            .iter()
+            .filter_map(|(name, lname, ldesc)| {
+                let mut score: u32 = words
+                    .iter()
+                    .map(|w| 3 * u32::from(lname.contains(w)) + u32::from(ldesc.contains(w)))
+                    .sum();
+                if lowered.trim() == lname {
+                    score += 100;
+                }
+                (score > 0).then_some((score, name.as_str()))
+            })
+            .collect();
+        scored.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        let best = scored.first().map_or(0, |s| s.0);
+        Ok(scored
+            .into_iter()
+            .filter(|(score, _)| 2 * score >= best)
+            .take(8.min(depth))
+            .map(|(_, name)| name.to_string())
+            .collect())
+    }
+}
+
+pub struct Bm25PlainRanker {
+    reader: IndexReader,
+    parser: QueryParser,
+    name_field: tantivy::schema::Field,
+}
+
+impl Bm25PlainRanker {
+    pub fn new(tools: &[Tool]) -> Result<Self, EvalError> {
+        let fail = |e: tantivy::TantivyError| EvalError::Reference(e.to_string());
+        let mut builder = Schema::builder();
+        let text = builder.add_text_field("text", TEXT);
+        let name_field = builder.add_text_field("name", STORED);
+        let index = Index::create_in_ram(builder.build());
+        let mut writer: tantivy::IndexWriter =
+            index.writer_with_num_threads(1, 50_000_000).map_err(fail)?;
+        for tool in tools {
+            let mut doc = TantivyDocument::new();
+            doc.add_text(text, format!("{} {}", tool.name, tool.description));
+            doc.add_text(name_field, &tool.name);
+            writer.add_document(doc).map_err(fail)?;
+        }
+        writer.commit().map_err(fail)?;
+        let reader = index.reader().map_err(fail)?;
+        let parser = QueryParser::for_index(&index, vec![text]);
+        Ok(Self {
+            reader,
+            parser,
+            name_field,
+        })
+    }
+}
+
+impl Ranker for Bm25PlainRanker {
+    fn name(&self) -> &'static str {
+        "bm25-plain"
+    }
+
+    fn rank(&self, query: &str, depth: usize) -> Result<Vec<String>, EvalError> {
+        let fail = |e: tantivy::TantivyError| EvalError::Reference(e.to_string());
+        let (parsed, _) = self.parser.parse_query_lenient(query);
+        let searcher = self.reader.searcher();
+        let top = searcher
+            .search(&parsed, &TopDocs::with_limit(depth.max(1)).order_by_score())
+            .map_err(fail)?;
+        let mut names = Vec::with_capacity(top.len());
+        for (_, address) in top {
+            let doc: TantivyDocument = searcher.doc(address).map_err(fail)?;
+            if let Some(name) = doc.get_first(self.name_field).and_then(|v| v.as_str()) {
+                names.push(name.to_string());
+            }
+        }
+        Ok(names)
+    }
+}
+
+/// The query as a case-insensitive regex (escaped when it is not a valid one); tools whose name
+/// matches come before those whose description does.
+pub struct RegexRanker {
+    tools: Vec<(String, String)>,
+}
+
+impl RegexRanker {
+    pub fn new(tools: &[Tool]) -> Self {
+        Self {
+            tools: tools
+                .iter()
+                .map(|t| (t.name.clone(), t.description.clone()))
+                .collect(),
+        }
+    }
+}
+
+impl Ranker for RegexRanker {
+    fn name(&self) -> &'static str {
+        "regex"
+    }
+
+    fn rank(&self, query: &str, depth: usize) -> Result<Vec<String>, EvalError> {
+        let regex = RegexBuilder::new(query)
+            .case_insensitive(true)
+            .build()
+            .or_else(|_| {
+                RegexBuilder::new(&regex::escape(query))
+                    .case_insensitive(true)
+                    .build()
+            })
+            .map_err(|e| EvalError::Reference(e.to_string()))?;
+        let mut scored: Vec<(u8, &str)> = self
+            .tools
+            .iter()
+            .filter_map(|(name, description)| {
+                let score =
+                    2 * u8::from(regex.is_match(name)) + u8::from(regex.is_match(description));
+                (score > 0).then_some((score, name.as_str()))
+            })
+            .collect();
+        scored.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+        Ok(scored
+            .into_iter()
+            .take(depth)
+            .map(|(_, n)| n.to_string())
+            .collect())
+    }
+}

@@ -1,0 +1,91 @@
+//! Runs rankers over datasets: metrics and per-search latency.
+
+use crate::dataset::Dataset;
+use crate::metrics::{score, Metrics};
+use crate::rankers::RankerKind;
+use crate::EvalError;
+use serde::Serialize;
+use std::time::Instant;
+
+/// Results are ranked this deep: every metric reads the first 10 (MRR too, so a first relevant
+/// name below rank 10 counts as not returned, for every ranker alike).
+pub const RANK_DEPTH: usize = 10;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RankerReport {
+    pub ranker: String,
+    pub recall_at_5: f64,
+    pub ndcg_at_10: f64,
+    pub mrr: f64,
+    pub complete_at_5: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct DatasetReport {
+    pub name: String,
+    pub tools: usize,
+    pub queries: usize,
+    pub rankers: Vec<RankerReport>,
+}
+
+pub fn evaluate(
+    dataset: &Dataset,
+    rankers: &[RankerKind],
+    with_instruction: bool,
+) -> Result<DatasetReport, EvalError> {
+    let mut reports = Vec::new();
+    for kind in rankers {
+        let ranker = kind.build(&dataset.tools)?;
+        let mut per_query = Vec::with_capacity(dataset.queries.len());
+        let mut latencies = Vec::with_capacity(dataset.queries.len());
+        for query in &dataset.queries {
+            let text = query.text(with_instruction);
+            let started = Instant::now();
+            let ranked = ranker.rank(&text, RANK_DEPTH)?;
+            latencies.push(started.elapsed().as_secs_f64() * 1e6);
+            per_query.push(score(&ranked, &query.relevant));
+        }
+        let m = Metrics::mean(&per_query);
+        latencies.sort_by(f64::total_cmp);
+        reports.push(RankerReport {
+            ranker: ranker.name().to_string(),
+            recall_at_5: m.recall_at_5,
+            ndcg_at_10: m.ndcg_at_10,
+            mrr: m.mrr,
+            complete_at_5: m.complete_at_5,
+            p50_us: percentile(&latencies, 0.50),
+            p99_us: percentile(&latencies, 0.99),
+        });
+    }
+    Ok(DatasetReport {
+        name: dataset.name.clone(),
+        tools: dataset.tools.len(),
+        queries: dataset.queries.len(),
+        rankers: reports,
+    })
+}
+
+/// Nearest-rank percentile of sorted values.
+pub fn percentile(sorted: &[f64], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let rank = (p * sorted.len() as f64).ceil() as usize;
+    sorted[rank.clamp(1, sorted.len()) - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::percentile;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentile(&v, 0.5), 50.0);
+        assert_eq!(percentile(&v, 0.99), 99.0);
+        assert_eq!(percentile(&[7.0], 0.99), 7.0);
+        assert_eq!(percentile(&[], 0.5), 0.0);
+    }
+}
