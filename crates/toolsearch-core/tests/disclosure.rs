@@ -203,7 +203,7 @@ fn progressive_stubs_then_reveal_appends_at_the_end() {
         .iter()
         .find(|t| t.name == "weather___get_weather")
         .unwrap();
-    assert_eq!(weather.input_schema, stub_schema("weather___get_weather"));
+    assert_eq!(weather.input_schema, stub_schema());
     assert_eq!(weather.description, "Current weather for a city");
 
     let out = d
