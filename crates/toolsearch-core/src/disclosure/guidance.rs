@@ -24,9 +24,14 @@ pub fn guidance(preset: Preset, active: bool, catalog: &Catalog, shown: usize) -
         );
         return text;
     }
+    let loaded = match shown {
+        0 => "none is".to_string(),
+        1 => "1 is".to_string(),
+        n => format!("{n} are"),
+    };
     let _ = write!(
         text,
-        "You have access to {total} tools, but only {shown} are loaded. "
+        "You have access to {total} tools; {loaded} loaded in full. "
     );
     let how = match preset {
         Preset::Search => format!(
