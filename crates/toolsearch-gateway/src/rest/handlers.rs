@@ -79,11 +79,11 @@ fn tool_json(tool: &Tool, categories: &Categories, separator: &str) -> Value {
 }
 
 fn category_json(c: &CategoryInfo, with_description: bool) -> Value {
-    let mut value = json!({"id": c.id, "name": c.name, "toolCount": c.tool_count});
     if with_description {
-        value["description"] = json!(c.description);
+        json!({"id": c.id, "name": c.name, "description": c.description, "toolCount": c.tool_count})
+    } else {
+        json!({"id": c.id, "name": c.name, "toolCount": c.tool_count})
     }
-    value
 }
 
 fn all_categories(engine: &SearchEngine, categories: &Categories) -> Vec<CategoryInfo> {
@@ -197,7 +197,8 @@ pub(crate) async fn search_tools(
             .map(|hit| {
                 json!({
                     "tool": tool_json(&hit.tool, categories, separator),
-                    "score": hit.score,
+                    // f32 → f64 would print float noise (0.68659257888...); 4 decimals rank the same.
+                    "score": (f64::from(hit.score) * 10_000.0).round() / 10_000.0,
                     "matchedOn": hit.matched_on,
                 })
             })

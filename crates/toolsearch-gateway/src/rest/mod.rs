@@ -170,6 +170,11 @@ pub fn check_bind(
     Ok(())
 }
 
+/// Binds a listener for [`serve`].
+pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    tokio::net::TcpListener::bind(addr).await
+}
+
 /// Serves `app` on `listener` until `shutdown` completes.
 pub async fn serve(
     listener: tokio::net::TcpListener,
