@@ -36,9 +36,14 @@ impl RankerKind {
         RankerKind::Regex,
     ];
 
-    pub fn build(self, tools: &[Tool]) -> Result<Box<dyn Ranker>, EvalError> {
+    /// `config` applies to the engine's ranker; the references have fixed settings.
+    pub fn build(
+        self,
+        tools: &[Tool],
+        config: &SearchConfig,
+    ) -> Result<Box<dyn Ranker>, EvalError> {
         Ok(match self {
-            RankerKind::Toolsearch => Box::new(EngineRanker::new(tools, SearchConfig::default())?),
+            RankerKind::Toolsearch => Box::new(EngineRanker::new(tools, config.clone())?),
             RankerKind::Overlap => Box::new(OverlapRanker::new(tools)),
             RankerKind::Bm25Plain => Box::new(Bm25PlainRanker::new(tools)?),
             RankerKind::Regex => Box::new(RegexRanker::new(tools)),

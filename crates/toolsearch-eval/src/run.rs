@@ -6,6 +6,7 @@ use crate::rankers::RankerKind;
 use crate::EvalError;
 use serde::Serialize;
 use std::time::Instant;
+use toolsearch_core::SearchConfig;
 
 /// Results are ranked this deep: every metric reads the first 10 (MRR too, so a first relevant
 /// name below rank 10 counts as not returned, for every ranker alike).
@@ -34,10 +35,11 @@ pub fn evaluate(
     dataset: &Dataset,
     rankers: &[RankerKind],
     with_instruction: bool,
+    config: &SearchConfig,
 ) -> Result<DatasetReport, EvalError> {
     let mut reports = Vec::new();
     for kind in rankers {
-        let ranker = kind.build(&dataset.tools)?;
+        let ranker = kind.build(&dataset.tools, config)?;
         let mut per_query = Vec::with_capacity(dataset.queries.len());
         let mut latencies = Vec::with_capacity(dataset.queries.len());
         for query in &dataset.queries {

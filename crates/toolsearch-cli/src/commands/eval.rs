@@ -3,6 +3,7 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 use std::path::{Path, PathBuf};
+use toolsearch_core::SearchConfig;
 use toolsearch_eval::{evaluate, Dataset, DatasetReport, RankerKind};
 
 /// Where the evaluation data lives relative to the project root.
@@ -20,6 +21,10 @@ pub struct EvalArgs {
     /// Put each query's instruction in front of it.
     #[arg(long)]
     with_instruction: bool,
+    /// Override a ranking parameter of the engine, e.g. `name.weight=2` or `k1=1.5` (repeatable;
+    /// for ablations).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    settings: Vec<String>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -37,6 +42,13 @@ pub fn run(args: EvalArgs) -> Result<()> {
             })
             .collect::<Result<_, _>>()?
     };
+    let mut config = SearchConfig::default();
+    for setting in &args.settings {
+        let (key, value) = setting
+            .split_once('=')
+            .ok_or_else(|| BadInput(format!("--set {setting}: expected KEY=VALUE")))?;
+        config.set(key.trim(), value.trim())?;
+    }
     let dirs = if args.dataset.is_empty() {
         let root = Path::new(DEFAULT_DATASETS);
         if !root.is_dir() {
@@ -59,7 +71,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
                 dataset.name, dataset.skipped_unnamed
             );
         }
-        let report = evaluate(&dataset, &rankers, args.with_instruction)?;
+        let report = evaluate(&dataset, &rankers, args.with_instruction, &config)?;
         if !args.json {
             print_table(&report);
         }

@@ -1,6 +1,7 @@
 //! Ranking parameters. One configuration serves every catalog: nothing here is tuned per dataset.
 
 use super::index::{Field, FIELD_COUNT};
+use crate::error::{Error, Result};
 
 /// BM25F parameters of one field.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -89,5 +90,45 @@ impl Default for SearchConfig {
 impl SearchConfig {
     pub fn field(&self, field: Field) -> FieldParams {
         self.fields[field as usize]
+    }
+
+    /// Sets one ranking parameter by name, as in `name.weight=3`, `description.b=0.75`, `k1=1.2`,
+    /// `exact_form_boost=0.3`, `fuzzy=false`, `threshold=0.2`, `top_band=0.5`. For experiments
+    /// and config files; the defaults are what ships.
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let bad = |what: &str| {
+            Error::InvalidSetting(format!(
+                "`{key}={value}`: {what}; known keys: k1, exact_form_boost, fuzzy, threshold, \
+                 top_band, and FIELD.weight / FIELD.b for FIELD in {}",
+                Field::ALL.map(Field::as_str).join(", ")
+            ))
+        };
+        let number = || {
+            value
+                .parse::<f32>()
+                .map_err(|_| bad("the value is not a number"))
+        };
+        if let Some((field, param)) = key.split_once('.') {
+            let field = Field::ALL
+                .into_iter()
+                .find(|f| f.as_str() == field)
+                .ok_or_else(|| bad("unknown field"))?;
+            let params = &mut self.fields[field as usize];
+            match param {
+                "weight" => params.weight = number()?,
+                "b" => params.b = number()?,
+                _ => return Err(bad("unknown field parameter (weight or b)")),
+            }
+            return Ok(());
+        }
+        match key {
+            "k1" => self.k1 = number()?,
+            "exact_form_boost" => self.exact_form_boost = number()?,
+            "threshold" => self.threshold = number()?,
+            "top_band" => self.top_band = Some(number()?),
+            "fuzzy" => self.fuzzy = value.parse().map_err(|_| bad("expected true or false"))?,
+            _ => return Err(bad("unknown key")),
+        }
+        Ok(())
     }
 }
