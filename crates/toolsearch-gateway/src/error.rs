@@ -56,6 +56,14 @@ pub enum GatewayError {
     #[error("refusing to serve the REST API on {addr} without an API token: anyone who can reach it could use it; set rest.apiTokens in the config or TOOLSEARCH_API_TOKENS, bind a loopback address (127.0.0.1), or pass --insecure-no-auth")]
     UnauthenticatedBind { addr: std::net::SocketAddr },
 
+    /// The engine refused a setting or a catalog.
+    #[error(transparent)]
+    Core(#[from] toolsearch_core::Error),
+
+    /// Serving downstream clients failed.
+    #[error("{0}")]
+    Downstream(String),
+
     /// Starting or connecting an upstream failed (used as the `last_error` of its state).
     #[error("server `{server}` failed to start: {message}")]
     Start { server: String, message: String },

@@ -4,10 +4,14 @@
 //! - [`config`]: the config file (`mcpServers` as Claude Desktop / Cursor write it, plus `toolSearch`).
 //! - [`UpstreamManager`]: starts and supervises the upstreams, keeps their tool lists current, and
 //!   forwards `tools/call`.
+//! - [`Gateway`]: the upstreams' tools indexed in one engine, disclosure per session, calls routed.
+//! - [`downstream`]: the MCP server clients connect to (stdio, Streamable HTTP at `/mcp`).
 //! - [`rest`]: the REST API (`/api/mcp-standard/...`, `/api/openapi.json`) as an axum router.
 
 pub mod config;
+pub mod downstream;
 pub mod error;
+pub mod gateway;
 pub mod rest;
 pub mod supervisor;
 pub mod upstream;
@@ -16,7 +20,9 @@ pub use config::{
     CategoryDef, ConfigError, GatewayConfig, Preset, RestConfig, ServerConfig, ToolSearchConfig,
     Transport,
 };
+pub use downstream::{GatewayService, MCP_PATH};
 pub use error::{GatewayError, Result};
+pub use gateway::Gateway;
 pub use supervisor::{ServerState, SupervisorOptions, UpstreamEvent, UpstreamManager};
 pub use upstream::to_core_tool;
 

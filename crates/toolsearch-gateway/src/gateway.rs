@@ -1,0 +1,407 @@
+//! The gateway glue: the upstreams' tools indexed in one [`SearchEngine`], the core's
+//! [`Disclosure`] deciding what each downstream session sees, and tool calls routed back to the
+//! owning upstream.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::time::Duration;
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::{Peer, RoleServer};
+use serde_json::Value;
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+use toolsearch_core::disclosure::{
+    error_result, Disclosure, DisclosureConfig, Dispatch, ExposedTool, Preset as CorePreset,
+    SelectionOrder,
+};
+use toolsearch_core::{SearchConfig, SearchEngine, Tool, ToolId};
+
+use crate::config::{GatewayConfig, Preset, ToolSelectionOrder};
+use crate::error::{GatewayError, Result};
+use crate::rest::{Categories, SharedEngine};
+use crate::supervisor::{ServerState, UpstreamEvent, UpstreamManager};
+
+/// A downstream session the gateway can notify.
+#[derive(Default)]
+struct SessionEntry {
+    peer: Option<Peer<RoleServer>>,
+    /// Names of the tools last returned by tools/list, to tell whether a catalog change altered
+    /// what this session sees.
+    listed: Option<Vec<String>>,
+}
+
+/// Everything the downstream server needs: engine, disclosure, upstreams, sessions.
+pub struct Gateway {
+    config: GatewayConfig,
+    upstreams: UpstreamManager,
+    engine: SharedEngine,
+    disclosure: Disclosure,
+    categories: Categories,
+    sessions: Mutex<HashMap<String, SessionEntry>>,
+    next_session: AtomicU64,
+    call_timeout: Duration,
+}
+
+impl std::fmt::Debug for Gateway {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gateway")
+            .field("preset", &self.disclosure.preset())
+            .field("upstreams", &self.upstreams)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The core's disclosure settings from the `toolSearch` section.
+pub fn disclosure_config(config: &GatewayConfig) -> DisclosureConfig {
+    let ts = &config.tool_search;
+    let defaults = DisclosureConfig::default();
+    DisclosureConfig {
+        preset: match ts.preset {
+            Preset::Search => CorePreset::Search,
+            Preset::Progressive => CorePreset::Progressive,
+            Preset::Add => CorePreset::Add,
+            Preset::Limit => CorePreset::Limit,
+            Preset::Passthrough => CorePreset::Passthrough,
+        },
+        threshold: ts.threshold,
+        never_defer: ts.never_defer.clone(),
+        pinned: ts.pinned.clone(),
+        max_tools_limit: ts.max_tools_limit.unwrap_or(defaults.max_tools_limit),
+        tool_selection_order: match ts.tool_selection_order {
+            ToolSelectionOrder::ServerPriority => SelectionOrder::ServerPriority,
+            ToolSelectionOrder::Alphabetical => SelectionOrder::Alphabetical,
+        },
+        // "Server priority" is the order the config lists the servers in.
+        server_priority: config
+            .active_servers()
+            .map(|(name, _)| name.to_string())
+            .collect(),
+        ..defaults
+    }
+}
+
+/// The engine settings from the `toolSearch` section: separator and score threshold.
+pub fn search_config(config: &GatewayConfig) -> SearchConfig {
+    let ts = &config.tool_search;
+    let defaults = SearchConfig::default();
+    SearchConfig {
+        separator: ts.separator.clone(),
+        threshold: ts.search_threshold.map_or(defaults.threshold, |t| t as f32),
+        ..defaults
+    }
+}
+
+impl Gateway {
+    /// Starts the upstreams and the indexing task. Must run inside a tokio runtime.
+    pub fn start(config: GatewayConfig) -> Result<Arc<Self>> {
+        let disclosure = Disclosure::new(disclosure_config(&config))?;
+        let engine = SearchEngine::new(search_config(&config))?;
+        let upstreams = UpstreamManager::start(&config);
+        // Subscribe before reading the current tools so that no change falls in between.
+        let events = upstreams.subscribe();
+        let gateway = Arc::new(Self {
+            categories: Categories::from_config(&config),
+            call_timeout: config.tool_search.call_timeout(),
+            config,
+            upstreams,
+            engine: Arc::new(RwLock::new(engine)),
+            disclosure,
+            sessions: Mutex::new(HashMap::new()),
+            next_session: AtomicU64::new(1),
+        });
+        gateway.resync();
+        tokio::spawn(follow_upstreams(Arc::downgrade(&gateway), events));
+        Ok(gateway)
+    }
+
+    pub fn config(&self) -> &GatewayConfig {
+        &self.config
+    }
+
+    pub fn upstreams(&self) -> &UpstreamManager {
+        &self.upstreams
+    }
+
+    pub fn engine(&self) -> &SharedEngine {
+        &self.engine
+    }
+
+    pub fn disclosure(&self) -> &Disclosure {
+        &self.disclosure
+    }
+
+    pub fn preset(&self) -> CorePreset {
+        self.disclosure.preset()
+    }
+
+    fn read_engine(&self) -> RwLockReadGuard<'_, SearchEngine> {
+        // Every engine update is one replace_server; a panic mid-way leaves the previous index.
+        self.engine.read().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn write_engine(&self) -> RwLockWriteGuard<'_, SearchEngine> {
+        self.engine.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_sessions(&self) -> MutexGuard<'_, HashMap<String, SessionEntry>> {
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Re-indexes every server from the supervisor's current tool lists.
+    fn resync(&self) {
+        for server in self.upstreams.servers() {
+            match self.upstreams.server_tools(&server) {
+                Ok(tools) => self.index_server(&server, tools),
+                Err(e) => tracing::warn!(server, error = %e, "cannot read the server's tools"),
+            }
+        }
+    }
+
+    /// Replaces one server's tools in the index, with `[[categories]]` applied.
+    fn index_server(&self, server: &str, mut tools: Vec<Tool>) {
+        for tool in &mut tools {
+            if let Some(category) = self.categories.category_of(tool) {
+                let category = category.to_string();
+                tool.category = Some(category);
+            }
+        }
+        let count = tools.len();
+        let outcome = if tools.is_empty() {
+            self.write_engine().remove_server(server)
+        } else {
+            self.write_engine().replace_server(server, tools)
+        };
+        match outcome {
+            Ok(()) => tracing::info!(server, tools = count, "indexed the server's tools"),
+            Err(e) => tracing::error!(server, error = %e, "cannot index the server's tools"),
+        }
+    }
+
+    /// A new downstream session id.
+    pub fn new_session(&self) -> String {
+        let id = format!("s{}", self.next_session.fetch_add(1, Ordering::Relaxed));
+        self.lock_sessions()
+            .insert(id.clone(), SessionEntry::default());
+        id
+    }
+
+    /// Remembers how to reach a session, for list_changed.
+    pub fn attach_peer(&self, session: &str, peer: &Peer<RoleServer>) {
+        let mut sessions = self.lock_sessions();
+        let entry = sessions.entry(session.to_string()).or_default();
+        if entry.peer.is_none() {
+            entry.peer = Some(peer.clone());
+        }
+    }
+
+    /// Forgets a session: its reveals and its peer.
+    pub fn end_session(&self, session: &str) {
+        self.lock_sessions().remove(session);
+        self.disclosure.end_session(session);
+        tracing::debug!(session, "session ended");
+    }
+
+    /// What tools/list returns to this session.
+    pub fn list_tools(&self, session: &str) -> Vec<ExposedTool> {
+        let tools = self.disclosure.visible_tools(session, &self.read_engine());
+        if let Some(entry) = self.lock_sessions().get_mut(session) {
+            entry.listed = Some(tools.iter().map(|t| t.name.clone()).collect());
+        }
+        tools
+    }
+
+    /// Instructions for the client's system prompt.
+    pub fn guidance(&self) -> String {
+        self.disclosure.guidance(&self.read_engine())
+    }
+
+    /// Runs a tools/call for a session: a meta-tool here, anything else on its upstream. Errors
+    /// the model can act on come back as results with `isError`.
+    pub async fn call_tool(
+        &self,
+        session: &str,
+        name: &str,
+        arguments: Value,
+        cancel: CancellationToken,
+    ) -> CallToolResult {
+        let dispatch = {
+            let engine = self.read_engine();
+            self.disclosure.dispatch(session, name, arguments, &engine)
+        };
+        match dispatch {
+            Err(e) => {
+                tracing::debug!(session, tool = name, error = %e, "call refused");
+                json_result(error_result(&e), true)
+            }
+            Ok(Dispatch::Meta(outcome)) => {
+                let mut result = outcome.result;
+                self.mark_unavailable(&mut result);
+                if outcome.visible_changed {
+                    self.notify(session).await;
+                }
+                json_result(result, false)
+            }
+            Ok(Dispatch::Call { tool, arguments }) => {
+                let arguments = match arguments {
+                    Value::Object(map) => Some(map),
+                    _ => None,
+                };
+                match self
+                    .upstreams
+                    .call_with_timeout(
+                        &tool.server,
+                        &tool.name,
+                        arguments,
+                        cancel,
+                        self.call_timeout,
+                    )
+                    .await
+                {
+                    Ok(result) => result,
+                    Err(e) => {
+                        tracing::warn!(session, server = %tool.server, tool = %tool.name, error = %e, "call failed");
+                        error_text(&e)
+                    }
+                }
+            }
+        }
+    }
+
+    /// Adds `"available": false` and the server's state to search results whose server is down.
+    fn mark_unavailable(&self, result: &mut Value) {
+        let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) else {
+            return;
+        };
+        let separator = self.config.tool_search.separator.as_str();
+        let mut states: HashMap<String, Option<ServerState>> = HashMap::new();
+        for entry in tools {
+            let Some(name) = entry.get("name").and_then(Value::as_str) else {
+                continue;
+            };
+            let id = ToolId::parse_public(name, separator);
+            let state = states
+                .entry(id.server.clone())
+                .or_insert_with(|| self.upstreams.state(&id.server));
+            if let Some(state) = state.as_ref().filter(|s| !s.is_ready()) {
+                entry["available"] = Value::Bool(false);
+                entry["server_state"] = Value::String(state.to_string());
+            }
+        }
+    }
+
+    /// Sends `notifications/tools/list_changed` to one session.
+    async fn notify(&self, session: &str) {
+        if self.preset() == CorePreset::Search {
+            return;
+        }
+        let peer = self
+            .lock_sessions()
+            .get(session)
+            .and_then(|e| e.peer.clone());
+        if let Some(peer) = peer {
+            if let Err(e) = peer.notify_tool_list_changed().await {
+                tracing::debug!(session, error = %e, "cannot send tools/list_changed");
+            }
+        }
+    }
+
+    /// After a catalog change: notifies the sessions whose tool list is now different.
+    async fn notify_changed_sessions(&self) {
+        if self.preset() == CorePreset::Search {
+            return;
+        }
+        let candidates: Vec<(String, Vec<String>)> = self
+            .lock_sessions()
+            .iter()
+            .filter(|(_, e)| e.peer.is_some())
+            .filter_map(|(id, e)| e.listed.clone().map(|l| (id.clone(), l)))
+            .collect();
+        for (session, listed) in candidates {
+            let now: Vec<String> = self
+                .disclosure
+                .visible_tools(&session, &self.read_engine())
+                .into_iter()
+                .map(|t| t.name)
+                .collect();
+            if now != listed {
+                self.notify(&session).await;
+            }
+        }
+    }
+
+    /// Waits until every upstream has finished its first start (ready, or failed and waiting to
+    /// retry), at most `limit`, so that the first tools/list already holds their tools. Returns
+    /// the servers that are not ready.
+    pub async fn wait_started(&self, limit: Duration) -> Vec<(String, ServerState)> {
+        // The upstreams start concurrently, so waiting on them one after the other takes as long
+        // as the slowest.
+        let all = async {
+            for server in self.upstreams.servers() {
+                let _ = self
+                    .upstreams
+                    .wait_for_state(&server, |s| !matches!(s, ServerState::Starting { .. }))
+                    .await;
+            }
+        };
+        let _ = tokio::time::timeout(limit, all).await;
+        // The indexing task may not have run yet for a server that just became ready.
+        self.resync();
+        self.upstreams
+            .states()
+            .into_iter()
+            .filter(|(_, s)| !s.is_ready())
+            .collect()
+    }
+
+    /// Stops the upstreams.
+    pub async fn shutdown(&self) {
+        self.upstreams.shutdown().await;
+    }
+}
+
+/// Keeps the index current as upstreams change; ends with the gateway.
+async fn follow_upstreams(
+    gateway: Weak<Gateway>,
+    mut events: tokio::sync::broadcast::Receiver<UpstreamEvent>,
+) {
+    loop {
+        let event = events.recv().await;
+        let Some(gateway) = gateway.upgrade() else {
+            return;
+        };
+        match event {
+            Ok(UpstreamEvent::ToolsChanged { server, tools }) => {
+                gateway.index_server(&server, tools);
+                gateway.notify_changed_sessions().await;
+            }
+            Ok(UpstreamEvent::StateChanged { server, state }) => {
+                tracing::info!(server, %state, "upstream state");
+            }
+            Err(RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, "missed upstream events; re-indexing every server");
+                gateway.resync();
+                gateway.notify_changed_sessions().await;
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+/// A JSON value as a tool result: compact text (what models read) plus the same structure.
+fn json_result(value: Value, is_error: bool) -> CallToolResult {
+    let text = value.to_string();
+    let mut result = if is_error {
+        CallToolResult::error(vec![ContentBlock::text(text)])
+    } else {
+        CallToolResult::success(vec![ContentBlock::text(text)])
+    };
+    result.structured_content = Some(value);
+    result
+}
+
+/// A gateway error as a tool result the model can read.
+fn error_text(error: &GatewayError) -> CallToolResult {
+    json_result(serde_json::json!({ "error": error.to_string() }), true)
+}
