@@ -1,5 +1,6 @@
-//! `toolsearch serve`: the REST API alone over a catalog file (`--rest-only`); the MCP gateway over
-//! the upstreams of a config file is the mode without it.
+//! `toolsearch serve`: the MCP gateway over the upstreams of a config file (`--config FILE`, over
+//! `--stdio` or `--http ADDR` with the REST API beside `/mcp`), or the REST API alone over a catalog
+//! file (`--rest-only`).
 
 use crate::catalog_file::load_engine;
 use crate::BadInput;
@@ -8,12 +9,17 @@ use clap::Args;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
+use std::time::Duration;
 use toolsearch_core::SearchEngine;
 use toolsearch_gateway::config::GatewayConfig;
+use toolsearch_gateway::downstream;
 use toolsearch_gateway::rest::{self, RestState};
+use toolsearch_gateway::{CancellationToken, Gateway};
 
 /// Where the REST API listens when `--http` is not given.
 const DEFAULT_HTTP: &str = "127.0.0.1:8080";
+/// Where the gateway listens when neither `--stdio` nor `--http` is given.
+const DEFAULT_GATEWAY_HTTP: &str = "127.0.0.1:8787";
 
 #[derive(Args)]
 pub struct ServeArgs {
@@ -23,7 +29,8 @@ pub struct ServeArgs {
     /// Speak MCP over stdin/stdout.
     #[arg(long, conflicts_with_all = ["http", "rest_only"])]
     stdio: bool,
-    /// Listen for HTTP on this address [default with --rest-only: 127.0.0.1:8080].
+    /// Listen for HTTP on this address: MCP at /mcp and the REST API [default: 127.0.0.1:8787;
+    /// with --rest-only: 127.0.0.1:8080].
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
     /// Serve only the REST API, over the static catalog of --catalog (no upstream servers).
@@ -41,18 +48,127 @@ pub struct ServeArgs {
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
-    if !args.rest_only {
-        return Err(BadInput(
-            "the MCP gateway (`toolsearch serve --config FILE [--stdio | --http ADDR]`) is not available yet; serve the REST API over a catalog file with `toolsearch serve --rest-only --catalog FILE [--http ADDR]`"
+    if args.rest_only {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        return runtime.block_on(rest_only(args));
+    }
+    let path = args.config.clone().ok_or_else(|| {
+        BadInput(
+            "the gateway needs a config: `toolsearch serve --config FILE [--stdio | --http ADDR]` (see examples/gateway.toml), or serve a catalog file with `--rest-only --catalog FILE`"
                 .into(),
         )
-        .into());
+    })?;
+    let config = GatewayConfig::load(&path).map_err(|e| BadInput(e.to_string()))?;
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.enable_all();
+    // `toolSearch.debug` turns on the engine's per-search log (query, index size, matches before
+    // and after the threshold, time). The global logger is set before the config is read, so
+    // every runtime thread gets a logger with that filter added.
+    let _debug_guard = if config.tool_search.debug {
+        let dispatch = debug_dispatch();
+        let per_thread = dispatch.clone();
+        builder.on_thread_start(move || {
+            // The guard must live as long as the thread; the thread ends with the runtime.
+            std::mem::forget(tracing::dispatcher::set_default(&per_thread));
+        });
+        Some(tracing::dispatcher::set_default(&dispatch))
+    } else {
+        None
+    };
+    let runtime = builder.build().context("cannot start the async runtime")?;
+    runtime.block_on(gateway(args, config))
+}
+
+/// A stderr logger with the user's filter (RUST_LOG, default `warn`) plus the engine's debug log.
+fn debug_dispatch() -> tracing::Dispatch {
+    use tracing_subscriber::EnvFilter;
+    let base = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_string());
+    let filter = EnvFilter::try_new(format!("{base},toolsearch_core=debug"))
+        .unwrap_or_else(|_| EnvFilter::new("warn,toolsearch_core=debug"));
+    tracing::Dispatch::new(
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .finish(),
+    )
+}
+
+/// The MCP gateway: upstreams from the config, clients over stdio or HTTP.
+async fn gateway(args: ServeArgs, config: GatewayConfig) -> Result<()> {
+    let gateway = Gateway::start(config.clone()).map_err(|e| BadInput(e.to_string()))?;
+    // Serve the first tools/list with the upstreams' tools, not an empty catalog; an upstream
+    // that is slow or broken is left to the supervisor and joins the index when it is ready.
+    let startup = Duration::from_secs(config.supervisor.startup_timeout_secs.saturating_add(1));
+    for (server, state) in gateway.wait_started(startup).await {
+        tracing::warn!(server, %state, "upstream not ready; serving the others");
     }
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    runtime.block_on(rest_only(args))
+    let tool_count = gateway
+        .engine()
+        .read()
+        .map(|e| e.catalog().len())
+        .unwrap_or_default();
+    let preset = gateway.preset();
+    let shutdown = CancellationToken::new();
+    let outcome = if args.stdio {
+        tracing::info!(tools = tool_count, %preset, "MCP gateway on stdio");
+        tokio::select! {
+            r = downstream::serve_stdio(gateway.clone(), shutdown.clone()) => r.map_err(anyhow::Error::from),
+            () = shutdown_signal() => Ok(()),
+        }
+    } else {
+        serve_gateway_http(
+            &args,
+            &config,
+            gateway.clone(),
+            shutdown.clone(),
+            tool_count,
+        )
+        .await
+    };
+    shutdown.cancel();
+    gateway.shutdown().await;
+    outcome
+}
+
+async fn serve_gateway_http(
+    args: &ServeArgs,
+    config: &GatewayConfig,
+    gateway: Arc<Gateway>,
+    shutdown: CancellationToken,
+    tool_count: usize,
+) -> Result<()> {
+    let state = RestState::from_config(gateway.engine().clone(), config)
+        .map_err(|e| BadInput(e.to_string()))?;
+    let addr = match args.http {
+        Some(addr) => addr,
+        None => DEFAULT_GATEWAY_HTTP.parse()?,
+    };
+    rest::check_bind(addr, state.tokens(), args.insecure_no_auth)
+        .map_err(|e| BadInput(e.to_string()))?;
+    let listener = rest::bind(addr)
+        .await
+        .map_err(|e| BadInput(format!("cannot listen on {addr}: {e}")))?;
+    let local = listener.local_addr()?;
+    let preset = gateway.preset();
+    let app = downstream::http_app(gateway, state, local, shutdown.clone());
+    // One line on stderr that scripts (and the tests) can read the actual port from.
+    eprintln!(
+        "toolsearch: MCP gateway listening on http://{local}{} ({tool_count} tools, preset {preset}); REST API at http://{local}/api/mcp-standard/",
+        downstream::MCP_PATH
+    );
+    let stop = async move {
+        shutdown_signal().await;
+        // Ends the open MCP streams so that the graceful shutdown does not wait on them.
+        shutdown.cancel();
+    };
+    downstream::serve_http(listener, app, stop)
+        .await
+        .context("the gateway's HTTP server failed")?;
+    tracing::info!("gateway stopped");
+    Ok(())
 }
 
 async fn rest_only(args: ServeArgs) -> Result<()> {
