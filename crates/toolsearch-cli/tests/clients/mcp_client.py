@@ -1,0 +1,143 @@
+"""Drives an MCP server with the official Python SDK client and prints what happened as JSON.
+
+    python mcp_client.py --plan PLAN_JSON --stdio COMMAND [ARG ...]
+    python mcp_client.py --plan PLAN_JSON --url http://127.0.0.1:PORT/mcp
+
+PLAN_JSON is a list of steps, each run in order on one session:
+    {"op": "list"}                                 -> {"names": [...], "tools": {name: tool}}
+    {"op": "call", "name": N, "arguments": {...}}  -> {"is_error": b, "text": "...", "json": ..., "structured": ...}
+    {"op": "call_until_ok", "name": N, "arguments": {...}}
+                                                   -> the first successful call (retried; hang guard only)
+    {"op": "wait_list_changed"}                    -> {"list_changed": count} once at least one arrived
+    {"op": "list_changed"}                         -> {"list_changed": count} now (after a ping round trip)
+    {"op": "kill_pidfile", "path": P}              -> {"killed": pid}
+    {"op": "touch" | "rm", "path": P}              -> creates or removes a file (the fault tests' switch)
+The output is one JSON object: {"initialize": {...}, "steps": [...]} on stdout.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import sys
+
+from mcp import Client, StdioServerParameters
+from mcp import types
+
+GUARD_SECONDS = 120
+
+
+class Recorder:
+    def __init__(self):
+        self.list_changed = 0
+        self.errors = []
+        self.event = asyncio.Event()
+
+    async def __call__(self, message):
+        if isinstance(message, Exception):
+            self.errors.append(repr(message))
+            return
+        root = getattr(message, "root", message)
+        if isinstance(root, types.ToolListChangedNotification) or getattr(root, "method", None) == "notifications/tools/list_changed":
+            self.list_changed += 1
+            self.event.set()
+
+
+def dump(model):
+    if hasattr(model, "model_dump"):
+        return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return model
+
+
+def call_summary(result):
+    texts = [c.text for c in result.content if getattr(c, "type", None) == "text"]
+    text = "\n".join(texts)
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    return {
+        "is_error": bool(result.is_error),
+        "text": text,
+        "json": parsed,
+        "structured": result.structured_content,
+        "content": [dump(c) for c in result.content],
+    }
+
+
+async def run_step(client, recorder, step):
+    op = step["op"]
+    if op == "list":
+        result = await client.list_tools(cache_mode="refresh")
+        return {"names": [t.name for t in result.tools], "tools": {t.name: dump(t) for t in result.tools}}
+    if op == "call":
+        result = await client.call_tool(step["name"], step.get("arguments", {}))
+        return call_summary(result)
+    if op == "call_until_ok":
+        attempts = 0
+        last = None
+        while True:
+            attempts += 1
+            result = await client.call_tool(step["name"], step.get("arguments", {}))
+            last = call_summary(result)
+            if not last["is_error"]:
+                last["attempts"] = attempts
+                return last
+            await asyncio.sleep(0.5)
+    if op == "wait_list_changed":
+        await recorder.event.wait()
+        return {"list_changed": recorder.list_changed}
+    if op == "list_changed":
+        await client.send_ping()
+        return {"list_changed": recorder.list_changed}
+    if op == "kill_pidfile":
+        with open(step["path"]) as f:
+            pid = int(f.read().strip())
+        os.kill(pid, signal.SIGKILL)
+        return {"killed": pid}
+    if op == "touch":
+        open(step["path"], "w").close()
+        return {"touched": step["path"]}
+    if op == "rm":
+        os.remove(step["path"])
+        return {"removed": step["path"]}
+    raise ValueError(f"unknown step {op!r}")
+
+
+async def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--plan", required=True)
+    parser.add_argument("--url")
+    parser.add_argument("--stdio", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    plan = json.loads(args.plan)
+    if args.url:
+        server = args.url
+    elif args.stdio:
+        server = StdioServerParameters(command=args.stdio[0], args=args.stdio[1:], env=dict(os.environ))
+    else:
+        parser.error("give --url or --stdio")
+    recorder = Recorder()
+    out = {"steps": []}
+    # mode="legacy": the initialize handshake, as today's MCP clients do.
+    async with Client(server, mode="legacy", message_handler=recorder, cache=None) as client:
+        caps = client.server_capabilities
+        out["initialize"] = {
+            "protocol_version": client.protocol_version,
+            "server_info": dump(client.server_info) if client.server_info else None,
+            "capabilities": dump(caps),
+            "instructions": client.instructions,
+        }
+        for step in plan:
+            out["steps"].append(await run_step(client, recorder, step))
+    out["transport_errors"] = recorder.errors
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(asyncio.wait_for(main(), GUARD_SECONDS))
+    except Exception as e:  # reported as JSON so the Rust test shows why
+        print(json.dumps({"fatal": f"{type(e).__name__}: {e}"}))
+        sys.exit(1)
