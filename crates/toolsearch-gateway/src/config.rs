@@ -376,6 +376,67 @@ pub struct ToolSearchConfig {
     /// Timeout for a forwarded `tools/call`, in seconds.
     #[serde(default = "default_call_timeout")]
     pub call_timeout_secs: u64,
+    /// Large upstream outputs kept out of the context (`[toolSearch.offload]`).
+    #[serde(default)]
+    pub offload: OffloadConfig,
+}
+
+/// The `toolSearch.offload` section: upstream results whose text is larger than `thresholdBytes`
+/// are stored per session and replaced by a preview and a handle, read back with the
+/// `read_large_output`, `search_large_output` and `query_large_output` tools.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OffloadConfig {
+    /// Off: results pass through unchanged and the three tools are not listed.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// A result whose text parts together exceed this many bytes (UTF-8) is offloaded.
+    #[serde(default = "default_offload_threshold")]
+    pub threshold_bytes: usize,
+    /// Bytes of stored outputs one session keeps; the oldest are dropped past it.
+    #[serde(default = "default_offload_max_bytes")]
+    pub max_bytes_per_session: usize,
+    /// Stored outputs one session keeps; the oldest are dropped past it.
+    #[serde(default = "default_offload_max_outputs")]
+    pub max_outputs_per_session: usize,
+    /// Characters of the output's head shown in the preview.
+    #[serde(default = "default_offload_preview_chars")]
+    pub preview_chars: usize,
+    /// Most characters one read, search or query returns.
+    #[serde(default = "default_offload_max_read_chars")]
+    pub max_read_chars: usize,
+}
+
+fn default_true() -> bool {
+    true
+}
+fn default_offload_threshold() -> usize {
+    16 * 1024
+}
+fn default_offload_max_bytes() -> usize {
+    16 * 1024 * 1024
+}
+fn default_offload_max_outputs() -> usize {
+    32
+}
+fn default_offload_preview_chars() -> usize {
+    1000
+}
+fn default_offload_max_read_chars() -> usize {
+    12_000
+}
+
+impl Default for OffloadConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            threshold_bytes: default_offload_threshold(),
+            max_bytes_per_session: default_offload_max_bytes(),
+            max_outputs_per_session: default_offload_max_outputs(),
+            preview_chars: default_offload_preview_chars(),
+            max_read_chars: default_offload_max_read_chars(),
+        }
+    }
 }
 
 fn default_threshold() -> usize {
@@ -405,6 +466,7 @@ impl Default for ToolSearchConfig {
             separator: default_separator(),
             debug: false,
             call_timeout_secs: default_call_timeout(),
+            offload: OffloadConfig::default(),
         }
     }
 }
@@ -598,6 +660,7 @@ impl GatewayConfig {
                 "is 0; give a timeout in seconds (the default is 60)".into(),
             ));
         }
+        validate_offload(&ts.offload)?;
         for (i, pattern) in ts.selected_tools.iter().enumerate() {
             if pattern.is_empty() || pattern.split(':').count() > 2 {
                 return Err((
@@ -701,6 +764,38 @@ impl GatewayConfig {
         }
         Ok(())
     }
+}
+
+fn validate_offload(o: &OffloadConfig) -> Result<(), (String, String)> {
+    let key = |k: &str| format!("toolSearch.offload.{k}");
+    if o.threshold_bytes == 0 {
+        return Err((
+            key("thresholdBytes"),
+            "is 0, which would offload every result; the default is 16384 (set enabled = false to turn offloading off)".into(),
+        ));
+    }
+    if o.max_outputs_per_session == 0 {
+        return Err((
+            key("maxOutputsPerSession"),
+            "is 0, which could store nothing; the default is 32".into(),
+        ));
+    }
+    if o.max_bytes_per_session < o.threshold_bytes {
+        return Err((
+            key("maxBytesPerSession"),
+            format!(
+                "is {}, below thresholdBytes ({}), so no offloaded output would fit; make it larger",
+                o.max_bytes_per_session, o.threshold_bytes
+            ),
+        ));
+    }
+    if o.max_read_chars == 0 {
+        return Err((
+            key("maxReadChars"),
+            "is 0, which would make every read empty; the default is 12000".into(),
+        ));
+    }
+    Ok(())
 }
 
 fn list_or_none(names: &[String]) -> String {
@@ -1026,6 +1121,44 @@ mod tests {
         assert_eq!(err.key, "rest.apiTokens[0]");
         let err = toml("[rest]\napiToken = []\n").unwrap_err();
         assert!(err.message.contains("apiToken"), "{err}");
+    }
+
+    #[test]
+    fn offload_section() {
+        assert_eq!(
+            ToolSearchConfig::default().offload,
+            OffloadConfig::default()
+        );
+        assert!(OffloadConfig::default().enabled);
+        assert_eq!(OffloadConfig::default().threshold_bytes, 16384);
+        let config = toml(
+            "[toolSearch.offload]\nenabled = false\nthresholdBytes = 100\nmaxBytesPerSession = 1000\nmaxOutputsPerSession = 2\npreviewChars = 10\nmaxReadChars = 50\n",
+        )
+        .unwrap();
+        let o = &config.tool_search.offload;
+        assert!(!o.enabled);
+        assert_eq!(
+            (
+                o.threshold_bytes,
+                o.max_bytes_per_session,
+                o.max_outputs_per_session
+            ),
+            (100, 1000, 2)
+        );
+        assert_eq!((o.preview_chars, o.max_read_chars), (10, 50));
+
+        let err = toml("[toolSearch.offload]\nthreshold = 100\n").unwrap_err();
+        assert!(err.message.contains("threshold"), "{err}");
+        assert_eq!(err.line, Some(2));
+        let err = json(r#"{"toolSearch": {"offload": {"thresholdBytes": 0}}}"#).unwrap_err();
+        assert_eq!(err.key, "toolSearch.offload.thresholdBytes");
+        let err = json(
+            r#"{"toolSearch": {"offload": {"thresholdBytes": 100, "maxBytesPerSession": 10}}}"#,
+        )
+        .unwrap_err();
+        assert_eq!(err.key, "toolSearch.offload.maxBytesPerSession");
+        let err = json(r#"{"toolSearch": {"offload": {"maxOutputsPerSession": 0}}}"#).unwrap_err();
+        assert_eq!(err.key, "toolSearch.offload.maxOutputsPerSession");
     }
 
     #[test]

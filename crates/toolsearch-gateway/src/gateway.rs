@@ -20,6 +20,7 @@ use toolsearch_core::{SearchConfig, SearchEngine, Tool, ToolId};
 
 use crate::config::{GatewayConfig, Preset, ToolSelectionOrder};
 use crate::error::{GatewayError, Result};
+use crate::offload::{self, OffloadStore};
 use crate::rest::{Categories, SharedEngine};
 use crate::supervisor::{ServerState, UpstreamEvent, UpstreamManager};
 
@@ -42,6 +43,8 @@ pub struct Gateway {
     sessions: Mutex<HashMap<String, SessionEntry>>,
     next_session: AtomicU64,
     call_timeout: Duration,
+    /// Large outputs stored per session; `None` when `toolSearch.offload.enabled` is off.
+    offload: Option<OffloadStore>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -104,6 +107,11 @@ impl Gateway {
         let gateway = Arc::new(Self {
             categories: Categories::from_config(&config),
             call_timeout: config.tool_search.call_timeout(),
+            offload: config
+                .tool_search
+                .offload
+                .enabled
+                .then(|| OffloadStore::new(config.tool_search.offload.clone())),
             config,
             upstreams,
             engine: Arc::new(RwLock::new(engine)),
@@ -130,6 +138,20 @@ impl Gateway {
 
     pub fn disclosure(&self) -> &Disclosure {
         &self.disclosure
+    }
+
+    /// The large-output store, when offloading is on.
+    pub fn offload(&self) -> Option<&OffloadStore> {
+        self.offload.as_ref()
+    }
+
+    /// Definitions of the large-output tools, appended to every session's tools/list while
+    /// offloading is on (whatever the preset: the core's disclosure does not know them).
+    pub fn offload_tools(&self) -> Vec<Value> {
+        self.offload
+            .as_ref()
+            .map(|store| offload::tool_definitions(store.config()))
+            .unwrap_or_default()
     }
 
     pub fn preset(&self) -> CorePreset {
@@ -200,6 +222,9 @@ impl Gateway {
     pub fn end_session(&self, session: &str) {
         self.lock_sessions().remove(session);
         self.disclosure.end_session(session);
+        if let Some(store) = &self.offload {
+            store.end_session(session);
+        }
         tracing::debug!(session, "session ended");
     }
 
@@ -214,7 +239,14 @@ impl Gateway {
 
     /// Instructions for the client's system prompt.
     pub fn guidance(&self) -> String {
-        self.disclosure.guidance(&self.read_engine())
+        let mut guidance = self.disclosure.guidance(&self.read_engine());
+        if let Some(store) = &self.offload {
+            if !guidance.is_empty() {
+                guidance.push_str("\n\n");
+            }
+            guidance.push_str(&offload::guidance(store.config()));
+        }
+        guidance
     }
 
     /// Runs a tools/call for a session: a meta-tool here, anything else on its upstream. Errors
@@ -226,6 +258,27 @@ impl Gateway {
         arguments: Value,
         cancel: CancellationToken,
     ) -> CallToolResult {
+        // A model may reach the large-output tools through `call_tool` too.
+        let (name, arguments) = match arguments_of_wrapped_offload_call(name, &arguments) {
+            Some((inner, inner_args)) if self.offload.is_some() => (inner, inner_args),
+            _ => (name, arguments),
+        };
+        if let Some(store) = self
+            .offload
+            .as_ref()
+            .filter(|_| offload::is_offload_tool(name))
+        {
+            return match store
+                .call(session, name, arguments, self.call_timeout)
+                .await
+            {
+                Ok(value) => json_result(value, false),
+                Err(e) => {
+                    tracing::debug!(session, tool = name, error = %e, "large-output call refused");
+                    json_result(serde_json::json!({ "error": e.to_string() }), true)
+                }
+            };
+        }
         let dispatch = {
             let engine = self.read_engine();
             self.disclosure.dispatch(session, name, arguments, &engine)
@@ -259,7 +312,13 @@ impl Gateway {
                     )
                     .await
                 {
-                    Ok(result) => result,
+                    Ok(result) => match &self.offload {
+                        Some(store) => {
+                            let public = tool.public_name(&self.config.tool_search.separator);
+                            store.offload_result(session, &public, result)
+                        }
+                        None => result,
+                    },
                     Err(e) => {
                         tracing::warn!(session, server = %tool.server, tool = %tool.name, error = %e, "call failed");
                         error_text(&e)
@@ -387,6 +446,21 @@ async fn follow_upstreams(
             Err(RecvError::Closed) => return,
         }
     }
+}
+
+/// `call_tool(name = <a large-output tool>, arguments)`: the inner name and arguments.
+fn arguments_of_wrapped_offload_call<'a>(
+    name: &str,
+    arguments: &'a Value,
+) -> Option<(&'a str, Value)> {
+    if name != toolsearch_core::disclosure::CALL_TOOL {
+        return None;
+    }
+    let inner = arguments.get("name")?.as_str()?;
+    offload::is_offload_tool(inner).then(|| {
+        let args = arguments.get("arguments").cloned().unwrap_or(Value::Null);
+        (inner, args)
+    })
 }
 
 /// A JSON value as a tool result: compact text (what models read) plus the same structure.

@@ -6,19 +6,21 @@
 //!   forwards `tools/call`.
 //! - [`Gateway`]: the upstreams' tools indexed in one engine, disclosure per session, calls routed.
 //! - [`downstream`]: the MCP server clients connect to (stdio, Streamable HTTP at `/mcp`).
+//! - [`offload`]: large upstream outputs stored per session and read back in pieces.
 //! - [`rest`]: the REST API (`/api/mcp-standard/...`, `/api/openapi.json`) as an axum router.
 
 pub mod config;
 pub mod downstream;
 pub mod error;
 pub mod gateway;
+pub mod offload;
 pub mod rest;
 pub mod supervisor;
 pub mod upstream;
 
 pub use config::{
-    CategoryDef, ConfigError, GatewayConfig, Preset, RestConfig, ServerConfig, ToolSearchConfig,
-    Transport,
+    CategoryDef, ConfigError, GatewayConfig, OffloadConfig, Preset, RestConfig, ServerConfig,
+    ToolSearchConfig, Transport,
 };
 pub use downstream::{GatewayService, MCP_PATH};
 pub use error::{GatewayError, Result};
