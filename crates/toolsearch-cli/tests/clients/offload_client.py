@@ -1,0 +1,181 @@
+"""Drives the gateway with the official Python SDK client over one or more concurrent sessions and prints
+what happened as JSON; for the large-output tests, where a handle from one call feeds the next.
+
+    python offload_client.py --plan PLAN_JSON --stdio COMMAND [ARG ...]
+    python offload_client.py --plan PLAN_JSON --url http://127.0.0.1:PORT/mcp
+
+PLAN_JSON is a list of steps run in order. Each may name a "session" (default "a"); a session is opened
+on first use and stays open until a "close" step, so two sessions can be open at once (over HTTP).
+    {"op": "list"}                                  -> {"names": [...], "tools": {name: tool}, "instructions": "..."}
+    {"op": "call", "name": N, "arguments": {...}, "save": V}
+        -> {"is_error": b, "text": "...", "json": ..., "structured": ..., "content": [...]}
+           With "save", the result's structuredContent.offloaded.handle is kept as $V: any argument
+           string "$V" in a later step is replaced by it.
+    {"op": "close"}                                 -> {"closed": session}
+The output is one JSON object: {"steps": [...]} on stdout.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+
+from mcp import Client, StdioServerParameters
+
+GUARD_SECONDS = 120
+
+
+def dump(model):
+    if hasattr(model, "model_dump"):
+        return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+    return model
+
+
+def call_summary(result):
+    texts = [c.text for c in result.content if getattr(c, "type", None) == "text"]
+    text = "\n".join(texts)
+    try:
+        parsed = json.loads(text)
+    except ValueError:
+        parsed = None
+    return {
+        "is_error": bool(result.is_error),
+        "text": text,
+        "json": parsed,
+        "structured": result.structured_content,
+        "content": [dump(c) for c in result.content],
+    }
+
+
+def substitute(value, saved):
+    if isinstance(value, str) and value.startswith("$") and value[1:] in saved:
+        return saved[value[1:]]
+    if isinstance(value, dict):
+        return {k: substitute(v, saved) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute(v, saved) for v in value]
+    return value
+
+
+class Session:
+    """One client session in its own task: the SDK's cancel scopes must be entered and left in one
+    task, so sessions opened and closed in any order each get theirs."""
+
+    def __init__(self, server):
+        self.queue = asyncio.Queue()
+        self.task = asyncio.create_task(self.run(server))
+
+    async def run(self, server):
+        # mode="legacy": the initialize handshake, as today's MCP clients do.
+        async with Client(server, mode="legacy", cache=None) as client:
+            while True:
+                work, done = await self.queue.get()
+                if work is None:
+                    done.set_result(None)
+                    return
+                try:
+                    done.set_result(await work(client))
+                except Exception as e:  # handed to the step that asked
+                    done.set_exception(e)
+
+    async def do(self, work):
+        done = asyncio.get_running_loop().create_future()
+        await self.queue.put((work, done))
+        await asyncio.wait({done, self.task}, return_when=asyncio.FIRST_COMPLETED)
+        if not done.done():
+            # The session task ended first: it failed to connect or lost the connection.
+            self.task.result()
+            raise RuntimeError("the session ended before answering")
+        return done.result()
+
+    async def close(self):
+        if not self.task.done():
+            await self.do(None)
+        await self.task
+
+
+class Sessions:
+    def __init__(self, server):
+        self.server = server
+        self.open = {}
+
+    def get(self, name):
+        if name not in self.open:
+            self.open[name] = Session(self.server)
+        return self.open[name]
+
+    async def close(self, name):
+        await self.open.pop(name).close()
+
+    async def close_all(self):
+        for name in list(self.open):
+            await self.close(name)
+
+
+async def run_step(sessions, saved, step):
+    op = step["op"]
+    session = step.get("session", "a")
+    if op == "close":
+        await sessions.close(session)
+        return {"closed": session}
+    worker = sessions.get(session)
+    if op == "list":
+
+        async def list_tools(client):
+            result = await client.list_tools(cache_mode="refresh")
+            return {
+                "names": [t.name for t in result.tools],
+                "tools": {t.name: dump(t) for t in result.tools},
+                "instructions": client.instructions,
+            }
+
+        return await worker.do(list_tools)
+    if op == "call":
+        arguments = substitute(step.get("arguments", {}), saved)
+
+        async def call(client):
+            return call_summary(await client.call_tool(step["name"], arguments))
+
+        summary = await worker.do(call)
+        if "save" in step:
+            structured = summary["structured"] or {}
+            handle = (structured.get("offloaded") or {}).get("handle")
+            if handle is None:
+                raise ValueError(f"step {step!r} returned no offloaded handle: {summary['text'][:500]}")
+            saved[step["save"]] = handle
+        return summary
+    raise ValueError(f"unknown step {op!r}")
+
+
+async def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--plan", required=True)
+    parser.add_argument("--url")
+    parser.add_argument("--stdio", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    plan = json.loads(args.plan)
+    if args.url:
+        server = args.url
+    elif args.stdio:
+        server = StdioServerParameters(command=args.stdio[0], args=args.stdio[1:], env=dict(os.environ))
+    else:
+        parser.error("give --url or --stdio")
+    sessions = Sessions(server)
+    saved = {}
+    out = {"steps": []}
+    try:
+        for step in plan:
+            out["steps"].append(await run_step(sessions, saved, step))
+    finally:
+        await sessions.close_all()
+    out["saved"] = saved
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(asyncio.wait_for(main(), GUARD_SECONDS))
+    except Exception as e:  # reported as JSON so the Rust test shows why
+        print(json.dumps({"fatal": f"{type(e).__name__}: {e}"}))
+        sys.exit(1)

@@ -1,0 +1,571 @@
+//! Large-output offloading through `toolsearch serve`: the real binary in front of a real upstream
+//! (server-everything, whose `echo` returns any message and `get-env` a JSON object), driven by
+//! the official Python MCP SDK client (tests/clients/offload_client.py), over stdio and HTTP.
+//! The peers come from scripts/install-test-peers.sh.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::{json, Value};
+
+fn peers_dir() -> PathBuf {
+    match std::env::var_os("TOOLSEARCH_TEST_PEERS") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.test-peers"),
+    }
+}
+
+fn require(path: PathBuf, what: &str) -> String {
+    assert!(
+        path.exists(),
+        "{what} is not installed (expected at {}); run scripts/install-test-peers.sh from the repository root, then run the tests again",
+        path.display()
+    );
+    path.to_string_lossy().into_owned()
+}
+
+fn everything_js() -> String {
+    require(
+        peers_dir().join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
+        "@modelcontextprotocol/server-everything",
+    )
+}
+
+fn venv_python() -> String {
+    require(
+        peers_dir().join("venv/bin/python"),
+        "the test venv (Python mcp SDK)",
+    )
+}
+
+fn client_script() -> String {
+    require(
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/offload_client.py"),
+        "tests/clients/offload_client.py",
+    )
+}
+
+fn scratch() -> PathBuf {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let dir = std::env::temp_dir().join(format!(
+        "toolsearch-offload-cli-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn toml_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
+
+/// A config with server-everything (and `env_lines` for it) and the given `[toolSearch]` lines.
+fn config(tool_search: &str, env_lines: &str) -> PathBuf {
+    let dir = scratch();
+    let text = format!(
+        r#"[mcpServers.everything]
+command = "node"
+args = [{js}, "stdio"]
+{env_lines}
+
+[toolSearch]
+threshold = 5
+{tool_search}
+"#,
+        js = toml_str(&everything_js()),
+    );
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+enum Transport {
+    Stdio,
+    Http,
+}
+
+/// The gateway over HTTP, killed when dropped.
+struct Gateway {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve_http(config: &Path) -> Gateway {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toolsearch"))
+        .env_remove("TOOLSEARCH_API_TOKENS")
+        .args(["serve", "--config"])
+        .arg(config)
+        .args(["--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let line = lines
+        .by_ref()
+        .map(Result::unwrap)
+        .find(|line| line.contains("listening on"))
+        .expect("the gateway exited without listening");
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            eprintln!("gateway: {line}");
+        }
+    });
+    let url = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(|url| format!("http://{url}"))
+        .expect("no address on the listening line");
+    Gateway { child, url }
+}
+
+/// Runs the client with `plan`; returns its steps.
+fn run_client(transport: Transport, config: &Path, plan: Value) -> Vec<Value> {
+    let mut command = Command::new(venv_python());
+    command
+        .arg(client_script())
+        .arg("--plan")
+        .arg(plan.to_string())
+        .env_remove("TOOLSEARCH_API_TOKENS");
+    let _gateway;
+    match transport {
+        Transport::Stdio => {
+            command
+                .arg("--stdio")
+                .arg(env!("CARGO_BIN_EXE_toolsearch"))
+                .args(["serve", "--stdio", "--config"])
+                .arg(config);
+        }
+        Transport::Http => {
+            let gateway = serve_http(config);
+            command.arg("--url").arg(&gateway.url);
+            _gateway = gateway;
+        }
+    }
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!("the client printed no JSON ({e}):\nstdout: {stdout}\nstderr: {stderr}")
+    });
+    assert!(
+        output.status.success() && report.get("fatal").is_none(),
+        "the client failed: {report}\nstderr: {stderr}"
+    );
+    report["steps"].as_array().unwrap().clone()
+}
+
+/// A message of numbered lines, `count` of them: "line 00000 item-0 ...".
+fn numbered_lines(count: usize) -> String {
+    (0..count)
+        .map(|i| format!("line {i:05} item-{i} lorem ipsum dolor sit amet"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn echo(message: &str) -> Value {
+    json!({"op": "call", "name": "everything___echo", "arguments": {"message": message}})
+}
+
+fn offloaded(step: &Value) -> &Value {
+    let info = &step["structured"]["offloaded"];
+    assert!(info.is_object(), "not offloaded: {step}");
+    info
+}
+
+fn error_text(step: &Value) -> String {
+    assert_eq!(step["is_error"], true, "expected an error: {step}");
+    step["json"]["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no error message: {step}"))
+        .to_string()
+}
+
+/// Echo of a 40 KB message: offloaded with a preview; read in ranges, searched with context,
+/// small outputs untouched, and every bad input named.
+#[test]
+fn large_echo_is_offloaded_and_read_back_over_stdio() {
+    let config = config("", "");
+    let message = numbered_lines(1000);
+    let text = format!("Echo: {message}");
+    let chars = text.chars().count();
+    assert!(text.len() > 16 * 1024);
+    let steps = run_client(
+        Transport::Stdio,
+        &config,
+        json!([
+            {"op": "list"},
+            {"op": "call", "name": "everything___echo", "arguments": {"message": message}, "save": "h"},
+            echo("small"),
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h", "offset": 0, "length": 30}},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h", "offset": 6, "length": 10}},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h", "offset": 100, "length": 1_000_000}},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h", "offset": chars - 5}},
+            {"op": "call", "name": "search_large_output", "arguments": {"handle": "$h", "pattern": "ITEM-123 lorem", "context": 1}},
+            {"op": "call", "name": "search_large_output", "arguments": {"handle": "$h", "pattern": "^line 0012[0-2] ", "mode": "regex", "context": 0}},
+            {"op": "call", "name": "search_large_output", "arguments": {"handle": "$h", "pattern": "item-", "max_matches": 3}},
+            {"op": "call", "name": "search_large_output", "arguments": {"handle": "$h", "pattern": "(line", "mode": "regex"}},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h", "offset": chars}},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "out-999999-deadbeef"}},
+            {"op": "call", "name": "query_large_output", "arguments": {"handle": "$h", "filter": "."}},
+            {"op": "call", "name": "read_large_output", "arguments": {"offset": 1}},
+            {"op": "call", "name": "call_tool", "arguments": {"name": "read_large_output", "arguments": {"handle": "$h", "length": 4}}}
+        ]),
+    );
+    // Listed beside the search preset's meta-tools, with their schemas.
+    let tools = &steps[0]["tools"];
+    for name in [
+        "read_large_output",
+        "search_large_output",
+        "query_large_output",
+    ] {
+        assert_eq!(
+            tools[name]["inputSchema"]["required"][0], "handle",
+            "{name}: {tools}"
+        );
+    }
+    assert!(
+        steps[0]["instructions"]
+            .as_str()
+            .unwrap()
+            .contains("read_large_output"),
+        "{}",
+        steps[0]["instructions"]
+    );
+
+    let big = &steps[1];
+    assert_eq!(big["is_error"], false);
+    let info = offloaded(big);
+    assert_eq!(info["chars"], chars);
+    assert_eq!(info["bytes"], text.len());
+    assert_eq!(info["lines"], 1000);
+    assert_eq!(info["tool"], "everything___echo");
+    let handle = info["handle"].as_str().unwrap();
+    assert!(
+        text.starts_with(info["preview"].as_str().unwrap()),
+        "{info}"
+    );
+    let notice = big["text"].as_str().unwrap();
+    assert!(
+        notice.len() < 4096,
+        "the notice is short: {} bytes",
+        notice.len()
+    );
+    for needle in [
+        handle,
+        "read_large_output",
+        "search_large_output",
+        "query_large_output",
+        "Echo: line 00000",
+    ] {
+        assert!(notice.contains(needle), "`{needle}` in: {notice}");
+    }
+
+    assert_eq!(steps[2]["text"], "Echo: small");
+    assert!(steps[2]["structured"].is_null(), "{}", steps[2]);
+
+    assert_eq!(steps[3]["json"]["text"], &text[..30]);
+    assert_eq!(steps[3]["json"]["nextOffset"], 30);
+    assert_eq!(steps[3]["json"]["chars"], chars);
+    assert_eq!(steps[4]["json"]["text"], "line 00000");
+    let capped = &steps[5]["json"];
+    assert_eq!(capped["length"], 12_000, "maxReadChars by default");
+    assert_eq!(capped["text"], &text[100..12_100]);
+    assert_eq!(capped["nextOffset"], 12_100);
+    assert_eq!(steps[6]["json"]["text"], &text[chars - 5..]);
+    assert_eq!(steps[6]["json"]["nextOffset"], Value::Null);
+
+    let words = &steps[7]["json"];
+    assert_eq!(
+        words["totalMatches"], 1,
+        "only line 123 has both words: {words}"
+    );
+    let first = &words["matches"][0];
+    assert_eq!(first["line"], 124);
+    assert_eq!(
+        first["text"],
+        "line 00123 item-123 lorem ipsum dolor sit amet"
+    );
+    assert_eq!(
+        first["before"],
+        json!([{"line": 123, "text": "line 00122 item-122 lorem ipsum dolor sit amet"}])
+    );
+    assert_eq!(first["after"][0]["line"], 125);
+    let at = first["offset"].as_u64().unwrap() as usize;
+    assert_eq!(&text[at..at + 8], "item-123");
+
+    let regex = &steps[8]["json"];
+    assert_eq!(regex["totalMatches"], 3, "{regex}");
+    let lines: Vec<_> = regex["matches"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["line"].clone())
+        .collect();
+    assert_eq!(lines, [json!(121), json!(122), json!(123)]);
+
+    let bounded = &steps[9]["json"];
+    assert_eq!(bounded["totalMatches"], 1000);
+    assert_eq!(bounded["returned"], 3);
+    assert_eq!(bounded["truncated"], true);
+
+    let bad_regex = error_text(&steps[10]);
+    assert!(
+        bad_regex.contains("invalid regex `(line`") && bad_regex.contains("unclosed group"),
+        "{bad_regex}"
+    );
+    let out_of_range = error_text(&steps[11]);
+    assert!(
+        out_of_range.contains(&format!("offset {chars} is out of range"))
+            && out_of_range.contains(&format!("between 0 and {}", chars - 1)),
+        "{out_of_range}"
+    );
+    let unknown = error_text(&steps[12]);
+    assert!(
+        unknown.contains("no large output `out-999999-deadbeef` in this session")
+            && unknown.contains(handle),
+        "{unknown}"
+    );
+    let not_json = error_text(&steps[13]);
+    assert!(not_json.contains("is not JSON"), "{not_json}");
+    let missing = error_text(&steps[14]);
+    assert!(missing.contains("handle"), "{missing}");
+    assert_eq!(steps[15]["json"]["text"], "Echo", "through call_tool too");
+}
+
+/// get-env's JSON (with a large variable set for the upstream): an outline in the preview, jq
+/// queries over it, and a bad filter named.
+#[test]
+fn json_output_is_outlined_and_queried_with_jq_over_http() {
+    let items: Vec<Value> = (0..300)
+        .map(|i| json!({"id": i, "even": i % 2 == 0, "name": format!("item {i}")}))
+        .collect();
+    let env = format!(
+        "env = {{ TS_BIG = {}, TS_ITEMS = {} }}",
+        toml_str(&"x".repeat(20_000)),
+        toml_str(&Value::Array(items).to_string())
+    );
+    let config = config("", &env);
+    let steps = run_client(
+        Transport::Http,
+        &config,
+        json!([
+            {"op": "call", "name": "everything___get-env", "arguments": {}, "save": "env"},
+            {"op": "call", "name": "query_large_output", "arguments": {"handle": "$env", "filter": ".TS_BIG | length"}},
+            {"op": "call", "name": "query_large_output", "arguments": {"handle": "$env", "filter": ".TS_ITEMS | fromjson | map(select(.even)) | length"}},
+            {"op": "call", "name": "query_large_output", "arguments": {"handle": "$env", "filter": ".TS_ITEMS | fromjson | .[] | select(.id < 3) | .name"}},
+            {"op": "call", "name": "query_large_output", "arguments": {"handle": "$env", "filter": ".TS_ITEMS | fromjson | .[]", "max_results": 5}},
+            {"op": "call", "name": "query_large_output", "arguments": {"handle": "$env", "filter": ".TS_ITEMS | fromjson | .["}},
+            {"op": "call", "name": "query_large_output", "arguments": {"handle": "$env", "filter": "keys | nosuch"}},
+            {"op": "call", "name": "query_large_output", "arguments": {"handle": "$env", "filter": ".TS_BIG + 1"}},
+            {"op": "call", "name": "search_large_output", "arguments": {"handle": "$env", "pattern": "\"TS_BIG\":", "mode": "regex", "context": 0}}
+        ]),
+    );
+    let info = offloaded(&steps[0]);
+    let outline = &info["outline"];
+    assert_eq!(outline["type"], "object", "{info}");
+    // The outline lists at most 40 keys; TS_BIG is there unless the environment is crowded.
+    let keys = outline["keys"].as_object().unwrap();
+    if let Some(big) = keys.get("TS_BIG") {
+        assert_eq!(big, &json!({"type": "string", "chars": 20_000}));
+    }
+    assert!(steps[0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("JSON outline: {\"type\":\"object\""));
+
+    assert_eq!(steps[1]["json"]["results"], json!([20_000]), "{}", steps[1]);
+    assert_eq!(steps[2]["json"]["results"], json!([150]), "{}", steps[2]);
+    assert_eq!(
+        steps[3]["json"]["results"],
+        json!(["item 0", "item 1", "item 2"])
+    );
+    let bounded = &steps[4]["json"];
+    assert_eq!(bounded["returned"], 5);
+    assert_eq!(bounded["truncated"], true);
+    assert_eq!(bounded["results"][4]["id"], 4);
+
+    let syntax = error_text(&steps[5]);
+    assert!(
+        syntax.starts_with("invalid jq filter `.TS_ITEMS | fromjson | .[`")
+            && syntax.contains("column"),
+        "{syntax}"
+    );
+    let undefined = error_text(&steps[6]);
+    assert!(
+        undefined.contains("undefined filter `nosuch`"),
+        "{undefined}"
+    );
+    let runtime = error_text(&steps[7]);
+    assert!(
+        runtime.contains("the jq filter `.TS_BIG + 1` failed"),
+        "{runtime}"
+    );
+    assert_eq!(steps[8]["json"]["totalMatches"], 1, "{}", steps[8]);
+}
+
+/// A handle from session A is unknown in session B, both open at once over HTTP.
+#[test]
+fn handles_are_isolated_between_http_sessions() {
+    let config = config("", "");
+    let message = numbered_lines(600);
+    let steps = run_client(
+        Transport::Http,
+        &config,
+        json!([
+            {"session": "a", "op": "call", "name": "everything___echo", "arguments": {"message": message}, "save": "ha"},
+            {"session": "b", "op": "list"},
+            {"session": "b", "op": "call", "name": "read_large_output", "arguments": {"handle": "$ha"}},
+            {"session": "b", "op": "call", "name": "search_large_output", "arguments": {"handle": "$ha", "pattern": "line"}},
+            {"session": "b", "op": "call", "name": "query_large_output", "arguments": {"handle": "$ha", "filter": "."}},
+            {"session": "b", "op": "call", "name": "everything___echo", "arguments": {"message": message}, "save": "hb"},
+            {"session": "a", "op": "call", "name": "read_large_output", "arguments": {"handle": "$ha", "length": 10}},
+            {"session": "a", "op": "call", "name": "read_large_output", "arguments": {"handle": "$hb"}},
+            {"session": "b", "op": "call", "name": "read_large_output", "arguments": {"handle": "$hb", "length": 10}},
+            {"session": "a", "op": "close"},
+            {"session": "b", "op": "call", "name": "read_large_output", "arguments": {"handle": "$ha"}}
+        ]),
+    );
+    let ha = offloaded(&steps[0])["handle"].as_str().unwrap().to_string();
+    let hb = offloaded(&steps[5])["handle"].as_str().unwrap().to_string();
+    assert_ne!(ha, hb);
+    assert!(steps[1]["names"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("read_large_output")));
+    for i in [2, 3, 4] {
+        let e = error_text(&steps[i]);
+        assert!(
+            e.contains(&format!("no large output `{ha}` in this session")),
+            "step {i}: {e}"
+        );
+    }
+    assert_eq!(steps[6]["json"]["text"], "Echo: line");
+    let e = error_text(&steps[7]);
+    assert!(
+        e.contains(&format!("no large output `{hb}`")) && e.contains(&ha),
+        "{e}"
+    );
+    assert_eq!(steps[8]["json"]["text"], "Echo: line");
+    assert!(error_text(&steps[10]).contains("no large output"));
+}
+
+/// maxOutputsPerSession and maxBytesPerSession: the oldest are dropped first, with an error that
+/// says so; an output larger than the whole budget is cut to fit.
+#[test]
+fn session_store_is_bounded_in_count_and_bytes() {
+    let config = config(
+        "[toolSearch.offload]\nthresholdBytes = 1000\nmaxOutputsPerSession = 2\nmaxBytesPerSession = 10000",
+        "",
+    );
+    // "Echo: " + 1994 = 2000 bytes each; the fourth is 9000 bytes.
+    let m = |c: char, n: usize| c.to_string().repeat(n);
+    let steps = run_client(
+        Transport::Stdio,
+        &config,
+        json!([
+            {"op": "call", "name": "everything___echo", "arguments": {"message": m('a', 1994)}, "save": "h1"},
+            {"op": "call", "name": "everything___echo", "arguments": {"message": m('b', 1994)}, "save": "h2"},
+            {"op": "call", "name": "everything___echo", "arguments": {"message": m('c', 1994)}, "save": "h3"},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h1"}},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h2", "offset": 6, "length": 3}},
+            {"op": "call", "name": "everything___echo", "arguments": {"message": m('d', 8994)}, "save": "h4"},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h2"}},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h3"}},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h4", "offset": 8995}},
+            {"op": "call", "name": "everything___echo", "arguments": {"message": m('e', 14994)}, "save": "h5"},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h4"}},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h5", "offset": 9990}},
+            {"op": "call", "name": "everything___echo", "arguments": {"message": m('f', 900)}}
+        ]),
+    );
+    let dropped = error_text(&steps[3]);
+    assert!(
+        dropped.contains("was dropped to make room")
+            && dropped.contains("at most 2 outputs and 10000 bytes"),
+        "{dropped}"
+    );
+    assert_eq!(steps[4]["json"]["text"], "bbb");
+    // 2000 + 2000 + 9000 bytes: h2 goes for the count, h3 for the bytes.
+    assert!(error_text(&steps[6]).contains("dropped"));
+    assert!(error_text(&steps[7]).contains("dropped"));
+    assert_eq!(steps[8]["json"]["text"], "ddddd");
+    let cut = offloaded(&steps[9]);
+    assert_eq!(cut["bytes"], 10_000);
+    assert_eq!(cut["cutFromBytes"], 15_000);
+    assert!(steps[9]["text"]
+        .as_str()
+        .unwrap()
+        .contains("Only the first 10000 of its 15000 bytes were kept"));
+    assert!(error_text(&steps[10]).contains("dropped"));
+    assert_eq!(steps[11]["json"]["text"], "eeeeeeeeee");
+    // At the threshold or under it: unchanged.
+    assert_eq!(steps[12]["text"], format!("Echo: {}", m('f', 900)));
+}
+
+/// Only text parts count and are replaced: get-tiny-image's image stays as it was.
+#[test]
+fn images_pass_through_while_text_is_offloaded() {
+    let config = config("[toolSearch.offload]\nthresholdBytes = 50", "");
+    let steps = run_client(
+        Transport::Stdio,
+        &config,
+        json!([
+            {"op": "call", "name": "everything___get-tiny-image", "arguments": {}, "save": "h"},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h"}}
+        ]),
+    );
+    let content = steps[0]["content"].as_array().unwrap();
+    assert_eq!(content.len(), 2, "{content:?}");
+    assert_eq!(content[0]["type"], "text");
+    assert_eq!(content[1]["type"], "image");
+    assert_eq!(content[1]["mimeType"], "image/png");
+    assert!(content[1]["data"].as_str().unwrap().len() > 100);
+    assert_eq!(
+        steps[1]["json"]["text"],
+        "Here's the image you requested:\nThe image above is the MCP logo."
+    );
+}
+
+/// The three tools are listed in every preset while offloading is on, and not at all when it is
+/// off (then large results pass unchanged).
+#[test]
+fn tools_are_listed_in_every_preset_and_absent_when_off() {
+    for preset in ["search", "progressive", "add", "limit", "passthrough"] {
+        let config = config(&format!("preset = \"{preset}\""), "");
+        let steps = run_client(Transport::Stdio, &config, json!([{"op": "list"}]));
+        let names = steps[0]["names"].as_array().unwrap();
+        for tool in [
+            "read_large_output",
+            "search_large_output",
+            "query_large_output",
+        ] {
+            assert!(names.contains(&json!(tool)), "{preset}: {names:?}");
+        }
+    }
+    let config = config("[toolSearch.offload]\nenabled = false", "");
+    let message = numbered_lines(1000);
+    let steps = run_client(
+        Transport::Stdio,
+        &config,
+        json!([{"op": "list"}, echo(&message)]),
+    );
+    assert!(!steps[0]["names"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("read_large_output")));
+    assert_eq!(steps[1]["text"], format!("Echo: {message}"));
+}
