@@ -5,6 +5,7 @@ pub mod dataset;
 pub mod metrics;
 pub mod rankers;
 pub mod run;
+pub mod synthetic;
 
 pub use dataset::{Dataset, EvalQuery};
 pub use metrics::{Metrics, QueryMetrics};
