@@ -5,10 +5,14 @@ use clap::Subcommand;
 pub enum BenchCommand {
     /// Tool payload size of the first request, in bytes and o200k tokens, per preset.
     Tokens(super::bench_tokens::TokensArgs),
+    /// Index build time, query latency, peak memory and server replacement, by catalog size,
+    /// against the reference rankers.
+    Search(super::bench_search::SearchBenchArgs),
 }
 
 pub fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Tokens(args) => super::bench_tokens::run(args),
+        BenchCommand::Search(args) => super::bench_search::run(args),
     }
 }

@@ -1,0 +1,565 @@
+//! `toolsearch bench search`: index build time, warm single-thread query latency, peak memory and
+//! the cost of replacing one server's tools, at several catalog sizes, for the engine and the
+//! reference rankers on the same catalogs and queries.
+//!
+//! Each (size, ranker) pair runs in a child process (this binary, re-run with a hidden flag), so
+//! the peak RSS it reports belongs to that size alone: a process's high-water mark never goes down.
+
+use crate::catalog_file::read_tools;
+use crate::BadInput;
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+use toolsearch_core::{Catalog, SearchConfig, SearchEngine, SearchRequest, Tool};
+use toolsearch_eval::synthetic::{self, Pool, Source, SERVER_SIZE};
+use toolsearch_eval::{Dataset, RankerKind};
+
+const DEFAULT_DATASETS: &str = "../shared/eval/datasets";
+const SEED: u64 = 0x7005_5EA2_C4B3_0001;
+/// Results asked for per search, as an agent's search tool would.
+const LIMIT: usize = 10;
+/// Timed replacements of one server; the figure is their median (segment merges make a few slow).
+const REPLACEMENTS: usize = 10;
+/// The linear scan is timed on at most this many tool×query pairs per size.
+const OVERLAP_BUDGET: usize = 10_000_000;
+const OVERLAP_MIN_QUERIES: usize = 50;
+const RANKERS: [&str; 3] = ["toolsearch", "overlap", "bm25-plain"];
+
+#[derive(Args)]
+pub struct SearchBenchArgs {
+    /// Catalog file to start from instead of the pooled evaluation datasets; grown with synthetic
+    /// tools past its size.
+    #[arg(long)]
+    catalog: Option<PathBuf>,
+    /// Force the catalog format: mcp, openai, anthropic, gemini, multi.
+    #[arg(long)]
+    format: Option<String>,
+    /// Queries, one a line: plain text, or JSON objects with a `query` field (queries.jsonl).
+    #[arg(long)]
+    queries: Option<PathBuf>,
+    /// Catalog sizes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "500,5000,50000,100000")]
+    sizes: Vec<usize>,
+    /// At most this many queries (a fixed, deterministic subset).
+    #[arg(long, default_value_t = 500)]
+    max_queries: usize,
+    /// Where the evaluation datasets are (used when --catalog or --queries is not given).
+    #[arg(long, default_value = DEFAULT_DATASETS)]
+    datasets: PathBuf,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Measure one size with one ranker in this process and print one JSON line (internal).
+    #[arg(long, hide = true)]
+    one_size: Option<usize>,
+    #[arg(long, hide = true, default_value = "toolsearch")]
+    ranker: String,
+}
+
+/// What one child process measures.
+#[derive(Debug, Serialize, Deserialize)]
+struct Measurement {
+    tools: usize,
+    source: String,
+    queries: usize,
+    build_ms: f64,
+    replace_server_ms: Option<f64>,
+    replace_server_max_ms: Option<f64>,
+    rss_before_build_mb: Option<f64>,
+    peak_rss_mb: Option<f64>,
+    catalog_json_mb: f64,
+    p50_us: f64,
+    p99_us: f64,
+    max_us: f64,
+    errors: usize,
+}
+
+#[derive(Serialize)]
+struct Report {
+    sizes: Vec<SizeReport>,
+}
+
+#[derive(Serialize)]
+struct SizeReport {
+    tools: usize,
+    source: String,
+    build_ms: f64,
+    replace_server_ms: Option<f64>,
+    peak_rss_mb: Option<f64>,
+    catalog_json_mb: f64,
+    rankers: Vec<RankerLatency>,
+}
+
+#[derive(Serialize)]
+struct RankerLatency {
+    ranker: String,
+    p50_us: f64,
+    p99_us: f64,
+    max_us: f64,
+}
+
+pub fn run(args: SearchBenchArgs) -> Result<()> {
+    if let Some(size) = args.one_size {
+        let measurement = measure(&args, size)?;
+        println!("{}", serde_json::to_string(&measurement)?);
+        return Ok(());
+    }
+    if args.sizes.is_empty() || args.sizes.contains(&0) {
+        return Err(BadInput("--sizes needs positive catalog sizes, e.g. 500,5000".into()).into());
+    }
+    let exe = std::env::current_exe().context("finding this program to run each size")?;
+    let mut sizes = Vec::new();
+    let mut details = Vec::new();
+    for &size in &args.sizes {
+        let mut per_ranker = Vec::new();
+        for ranker in RANKERS {
+            if !args.json {
+                eprintln!("measuring {ranker} at {size} tools ...");
+            }
+            per_ranker.push((ranker, child(&exe, &args, size, ranker)?));
+        }
+        let engine = &per_ranker[0].1;
+        sizes.push(SizeReport {
+            tools: engine.tools,
+            source: engine.source.clone(),
+            build_ms: engine.build_ms,
+            replace_server_ms: engine.replace_server_ms,
+            peak_rss_mb: engine.peak_rss_mb,
+            catalog_json_mb: engine.catalog_json_mb,
+            rankers: per_ranker
+                .iter()
+                .map(|(name, m)| RankerLatency {
+                    ranker: name.to_string(),
+                    p50_us: m.p50_us,
+                    p99_us: m.p99_us,
+                    max_us: m.max_us,
+                })
+                .collect(),
+        });
+        details.push(per_ranker);
+    }
+    let report = Report { sizes };
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_table(&report, &details);
+    }
+    Ok(())
+}
+
+fn child(exe: &Path, args: &SearchBenchArgs, size: usize, ranker: &str) -> Result<Measurement> {
+    let mut command = Command::new(exe);
+    command.args(["bench", "search", "--one-size", &size.to_string()]);
+    command.args(["--ranker", ranker]);
+    command.args(["--max-queries", &args.max_queries.to_string()]);
+    command.arg("--datasets").arg(&args.datasets);
+    if let Some(catalog) = &args.catalog {
+        command.arg("--catalog").arg(catalog);
+    }
+    if let Some(format) = &args.format {
+        command.args(["--format", format]);
+    }
+    if let Some(queries) = &args.queries {
+        command.arg("--queries").arg(queries);
+    }
+    let output = command
+        .output()
+        .with_context(|| format!("running {} for {size} tools", exe.display()))?;
+    if !output.status.success() {
+        bail!(
+            "measuring {ranker} at {size} tools failed: {}",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    serde_json::from_str(line)
+        .with_context(|| format!("reading the measurement of {ranker} at {size} tools: {line}"))
+}
+
+/// The catalog and queries of one size, built the same way in every child.
+struct Workload {
+    tools: Vec<Tool>,
+    source: String,
+    queries: Vec<String>,
+}
+
+fn workload(args: &SearchBenchArgs, size: usize) -> Result<Workload> {
+    let need_datasets = args.catalog.is_none() || args.queries.is_none();
+    let pool = if need_datasets && args.datasets.is_dir() {
+        let mut datasets = Vec::new();
+        for dir in Dataset::discover(&args.datasets)? {
+            datasets.push(Dataset::load(&dir)?);
+        }
+        Some(Pool::new(&datasets))
+    } else {
+        if need_datasets {
+            eprintln!(
+                "note: {} not found; using synthetic tools and queries only",
+                args.datasets.display()
+            );
+        }
+        None
+    };
+    let (base, base_name) = match (&args.catalog, &pool) {
+        (Some(path), _) => {
+            // Tools without a server are grouped into servers of `SERVER_SIZE`, as when pooling.
+            let file = Dataset {
+                name: "file".into(),
+                tools: read_tools(path, args.format.as_deref())?,
+                queries: Vec::new(),
+                skipped_unnamed: 0,
+            };
+            (Pool::new(&[file]).sample(size, SEED), "file")
+        }
+        (None, Some(pool)) => (pool.sample(size, SEED), "pooled"),
+        (None, None) => (Vec::new(), ""),
+    };
+    let source = match (base.len(), base_name) {
+        (_, "") => Source::Synthetic.as_str().to_string(),
+        (n, "pooled") if n >= size => Source::Pooled.as_str().to_string(),
+        (_, "pooled") => Source::PooledSynthetic.as_str().to_string(),
+        (n, name) if n >= size => name.to_string(),
+        (_, name) => format!("{name}+synthetic"),
+    };
+    let queries = match (&args.queries, &pool) {
+        (Some(path), _) => read_queries(path)?,
+        (None, Some(pool)) => pool.queries.clone(),
+        (None, None) => synthetic::synthetic_queries(args.max_queries, SEED),
+    };
+    let queries = synthetic::sample_queries(&queries, args.max_queries, SEED);
+    if queries.is_empty() {
+        return Err(BadInput("no queries to run; check --queries".into()).into());
+    }
+    let tools = synthetic::catalog(&base, size, SEED);
+    Ok(Workload {
+        tools,
+        source,
+        queries,
+    })
+}
+
+fn read_queries(path: &Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        BadInput(format!(
+            "cannot read queries {}: {e}; check the path",
+            path.display()
+        ))
+    })?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() {
+            continue;
+        }
+        if line.starts_with('{') {
+            let value: serde_json::Value = serde_json::from_str(line)
+                .map_err(|e| BadInput(format!("{} line {}: {e}", path.display(), i + 1)))?;
+            match value.get("query").and_then(|q| q.as_str()) {
+                Some(q) => out.push(q.to_string()),
+                None => {
+                    return Err(BadInput(format!(
+                        "{} line {}: a JSON line needs a string `query` field",
+                        path.display(),
+                        i + 1
+                    ))
+                    .into())
+                }
+            }
+        } else {
+            out.push(line.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// Bytes of the tools as one compact JSON array (name, description, inputSchema, server), counted
+/// without building the text.
+fn catalog_json_bytes(tools: &[Tool]) -> Result<u64> {
+    #[derive(Serialize)]
+    struct Wire<'a> {
+        #[serde(skip_serializing_if = "str::is_empty")]
+        server: &'a str,
+        name: &'a str,
+        description: &'a str,
+        #[serde(rename = "inputSchema")]
+        input_schema: &'a serde_json::Value,
+    }
+    struct Counter(u64);
+    impl std::io::Write for Counter {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len() as u64;
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let wire: Vec<Wire> = tools
+        .iter()
+        .map(|t| Wire {
+            server: &t.server,
+            name: &t.name,
+            description: &t.description,
+            input_schema: &t.input_schema,
+        })
+        .collect();
+    let mut counter = Counter(0);
+    serde_json::to_writer(&mut counter, &wire)?;
+    Ok(counter.0)
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// A line of /proc/self/status in MiB (Linux only).
+fn proc_status_mb(key: &str) -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with(key))?;
+    let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024.0 / MIB)
+}
+
+/// Queries the linear scan is timed on at this size.
+fn overlap_queries(tools: usize, queries: usize) -> usize {
+    (OVERLAP_BUDGET / tools.max(1))
+        .max(OVERLAP_MIN_QUERIES)
+        .min(queries)
+}
+
+fn measure(args: &SearchBenchArgs, size: usize) -> Result<Measurement> {
+    let Workload {
+        tools,
+        source,
+        mut queries,
+    } = workload(args, size)?;
+    let count = tools.len();
+    let catalog_json_mb = catalog_json_bytes(&tools)? as f64 / MIB;
+    let kind: RankerKind = args
+        .ranker
+        .parse()
+        .map_err(|e: toolsearch_eval::EvalError| BadInput(e.to_string()))?;
+    if kind == RankerKind::Overlap {
+        queries.truncate(overlap_queries(count, queries.len()));
+    }
+    let rss_before_build_mb = proc_status_mb("VmRSS:");
+    let mut m = Measurement {
+        tools: count,
+        source,
+        queries: queries.len(),
+        build_ms: 0.0,
+        replace_server_ms: None,
+        replace_server_max_ms: None,
+        rss_before_build_mb,
+        peak_rss_mb: None,
+        catalog_json_mb,
+        p50_us: 0.0,
+        p99_us: 0.0,
+        max_us: 0.0,
+        errors: 0,
+    };
+    if kind == RankerKind::Toolsearch {
+        let started = Instant::now();
+        let catalog = Catalog::from_tools(tools)?;
+        let mut engine = SearchEngine::from_catalog(catalog, SearchConfig::default())?;
+        m.build_ms = ms(started);
+        let (latencies, errors) = time_queries(&queries, |q| {
+            engine.search(&SearchRequest::new(q).limit(LIMIT)).is_ok()
+        });
+        m.errors = errors;
+        (m.p50_us, m.p99_us, m.max_us) = percentiles(latencies);
+        let (median, max) = replace_times(&mut engine)?;
+        m.replace_server_ms = Some(median);
+        m.replace_server_max_ms = Some(max);
+    } else {
+        let started = Instant::now();
+        let ranker = kind.build(&tools, &SearchConfig::default())?;
+        m.build_ms = ms(started);
+        drop(tools);
+        let (latencies, errors) = time_queries(&queries, |q| ranker.rank(q, LIMIT).is_ok());
+        m.errors = errors;
+        (m.p50_us, m.p99_us, m.max_us) = percentiles(latencies);
+    }
+    m.peak_rss_mb = proc_status_mb("VmHWM:");
+    Ok(m)
+}
+
+fn ms(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64() * 1e3
+}
+
+/// Runs every query once to warm up, then once timed; returns the latencies in µs and how many
+/// searches returned an error.
+fn time_queries(queries: &[String], mut search: impl FnMut(&str) -> bool) -> (Vec<f64>, usize) {
+    for q in queries {
+        std::hint::black_box(search(q));
+    }
+    let mut errors = 0;
+    let latencies = queries
+        .iter()
+        .map(|q| {
+            let started = Instant::now();
+            let ok = std::hint::black_box(search(q));
+            let us = started.elapsed().as_secs_f64() * 1e6;
+            errors += usize::from(!ok);
+            us
+        })
+        .collect();
+    (latencies, errors)
+}
+
+/// p50, p99 and max (nearest rank).
+fn percentiles(mut values: Vec<f64>) -> (f64, f64, f64) {
+    if values.is_empty() {
+        return (0.0, 0.0, 0.0);
+    }
+    values.sort_by(f64::total_cmp);
+    let at = |p: f64| {
+        let rank = (p * values.len() as f64).ceil() as usize;
+        values[rank.clamp(1, values.len()) - 1]
+    };
+    (at(0.50), at(0.99), values[values.len() - 1])
+}
+
+/// Replaces a server of `SERVER_SIZE` tools (or the largest server) `REPLACEMENTS` times with
+/// fresh tools, alternating two versions so every replacement changes the index; returns the
+/// median and the maximum in ms.
+fn replace_times(engine: &mut SearchEngine) -> Result<(f64, f64)> {
+    let server = {
+        let catalog = engine.catalog();
+        let sized = catalog
+            .servers()
+            .find(|s| catalog.server_tools(s).len() == SERVER_SIZE);
+        let largest = catalog
+            .servers()
+            .max_by_key(|s| catalog.server_tools(s).len());
+        match sized.or(largest) {
+            Some(s) => s.to_string(),
+            None => bail!("the catalog is empty: nothing to replace"),
+        }
+    };
+    let versions = [
+        synthetic::synthetic_server(&server, SEED ^ 1),
+        synthetic::synthetic_server(&server, SEED ^ 2),
+    ];
+    let mut times = Vec::with_capacity(REPLACEMENTS);
+    for i in 0..REPLACEMENTS {
+        let tools = versions[i % 2].clone();
+        let started = Instant::now();
+        engine.replace_server(&server, tools)?;
+        times.push(ms(started));
+    }
+    let (median, _, max) = percentiles(times);
+    Ok((median, max))
+}
+
+fn print_table(report: &Report, details: &[Vec<(&str, Measurement)>]) {
+    println!(
+        "| tools | source | build | replace 50 (median / max) | peak RSS | RSS before build | catalog JSON | peak / JSON |"
+    );
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|");
+    for (size, per_ranker) in report.sizes.iter().zip(details) {
+        let engine = &per_ranker[0].1;
+        println!(
+            "| {} | {} | {:.0} ms | {} / {} | {} | {} | {:.1} MB | {} |",
+            size.tools,
+            size.source,
+            size.build_ms,
+            opt(size.replace_server_ms, "ms"),
+            opt(engine.replace_server_max_ms, "ms"),
+            opt(size.peak_rss_mb, "MB"),
+            opt(engine.rss_before_build_mb, "MB"),
+            size.catalog_json_mb,
+            size.peak_rss_mb
+                .map(|p| format!("{:.2}×", p / size.catalog_json_mb.max(f64::EPSILON)))
+                .unwrap_or_else(|| "n/a".into()),
+        );
+    }
+    println!();
+    println!("| tools | ranker | queries | build | p50 | p99 | max | p50 vs toolsearch | p99 vs toolsearch |");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|");
+    for (size, per_ranker) in report.sizes.iter().zip(details) {
+        let engine = &per_ranker[0].1;
+        for (name, m) in per_ranker {
+            let ratio = |theirs: f64, ours: f64| {
+                if *name == "toolsearch" {
+                    "—".to_string()
+                } else {
+                    format!("{:.1}×", theirs / ours.max(f64::EPSILON))
+                }
+            };
+            println!(
+                "| {} | {} | {}{} | {:.0} ms | {} | {} | {} | {} | {} |",
+                size.tools,
+                name,
+                m.queries,
+                if m.errors > 0 {
+                    format!(" ({} errors)", m.errors)
+                } else {
+                    String::new()
+                },
+                m.build_ms,
+                us(m.p50_us),
+                us(m.p99_us),
+                us(m.max_us),
+                ratio(m.p50_us, engine.p50_us),
+                ratio(m.p99_us, engine.p99_us),
+            );
+        }
+    }
+    println!();
+    println!(
+        "Latency: one thread, warm (each query run once before timing), {LIMIT} results a search. \
+         Ratios are the reference ranker's latency over toolsearch's (above 1× = toolsearch faster). \
+         The linear scan (overlap) is timed on at most {OVERLAP_BUDGET} tool×query pairs per size \
+         (at least {OVERLAP_MIN_QUERIES} queries). Build includes Catalog::from_tools. Replace: \
+         {REPLACEMENTS} replacements of one {SERVER_SIZE}-tool server. Peak RSS: the engine's \
+         process (VmHWM); MB = 2^20 bytes."
+    );
+}
+
+fn opt(value: Option<f64>, unit: &str) -> String {
+    match value {
+        Some(v) if unit == "ms" && v < 10.0 => format!("{v:.2} {unit}"),
+        Some(v) => format!("{v:.1} {unit}"),
+        None => "n/a".into(),
+    }
+}
+
+fn us(value: f64) -> String {
+    if value >= 10_000.0 {
+        format!("{:.1} ms", value / 1e3)
+    } else {
+        format!("{value:.0} µs")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_use_nearest_rank() {
+        let values: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(percentiles(values), (50.0, 99.0, 100.0));
+        assert_eq!(percentiles(vec![3.0]), (3.0, 3.0, 3.0));
+        assert_eq!(percentiles(Vec::new()), (0.0, 0.0, 0.0));
+    }
+
+    #[test]
+    fn overlap_query_count_is_capped_at_large_sizes() {
+        assert_eq!(overlap_queries(500, 500), 500);
+        assert_eq!(overlap_queries(100_000, 500), 100);
+        assert_eq!(overlap_queries(10_000_000, 500), OVERLAP_MIN_QUERIES);
+    }
+
+    #[test]
+    fn catalog_json_size_is_counted() {
+        let tools = vec![Tool::new("a", "b")];
+        let expected =
+            r#"[{"name":"a","description":"b","inputSchema":{"properties":{},"type":"object"}}]"#;
+        assert_eq!(catalog_json_bytes(&tools).unwrap(), expected.len() as u64);
+    }
+}
