@@ -142,6 +142,35 @@ fn is_cjk(c: char) -> bool {
         | 0xF900..=0xFAFF)
 }
 
+/// Words that requests are full of but tools never are about ("I want to", "can you help me
+/// use"): dropped from natural-language queries only, never from tool text.
+pub fn is_request_filler(word: &str) -> bool {
+    REQUEST_FILLER.binary_search(&word).is_ok()
+}
+
+// Sorted, for binary search.
+const REQUEST_FILLER: &[&str] = &[
+    "able",
+    "also",
+    "anyone",
+    "help",
+    "know",
+    "let",
+    "like",
+    "need",
+    "needs",
+    "provide",
+    "someone",
+    "something",
+    "tell",
+    "us",
+    "use",
+    "using",
+    "want",
+    "wants",
+    "way",
+];
+
 /// English stopwords: function words that carry no meaning for choosing a tool.
 pub fn is_stopword(word: &str) -> bool {
     STOPWORDS.binary_search(&word).is_ok()
@@ -298,6 +327,9 @@ mod tests {
         let mut sorted = STOPWORDS.to_vec();
         sorted.sort_unstable();
         assert_eq!(sorted, STOPWORDS);
+        let mut sorted = REQUEST_FILLER.to_vec();
+        sorted.sort_unstable();
+        assert_eq!(sorted, REQUEST_FILLER);
     }
 
     #[test]

@@ -21,6 +21,20 @@ pub struct SearchConfig {
     pub exact_form_boost: f32,
     /// Expand query words that match nothing to similar words of the catalog.
     pub fuzzy: bool,
+    /// A query word repeated n times weighs n^this (0: repeats ignored, 1: linear).
+    pub query_term_frequency: f32,
+    /// Search for query words made only of digits.
+    pub numeric_query_words: bool,
+    /// Drop words requests are full of ("want", "help", "use") from natural-language queries.
+    pub drop_request_filler: bool,
+    /// Weight of a query word's synonyms relative to the word itself (0: off).
+    pub synonym_weight: f32,
+    /// Bonus, relative to the words' idf, for consecutive query words that stand close together.
+    pub proximity: f32,
+    /// Share of the best score a tool gains when the query covers its whole name (0: off).
+    pub name_coverage: f32,
+    /// Share of its server's best score a matching tool gains (0: off).
+    pub server_aggregation: f32,
     /// Results below this normalised score (0..1) are dropped.
     pub threshold: f32,
     /// When set, results below this fraction of the best score are dropped.
@@ -49,14 +63,14 @@ impl Default for SearchConfig {
         };
         fields[Field::Description as usize] = FieldParams {
             weight: 1.0,
-            b: 0.75,
+            b: 0.9,
         };
         fields[Field::ParamNames as usize] = FieldParams {
             weight: 0.5,
             b: 0.5,
         };
         fields[Field::ParamDescriptions as usize] = FieldParams {
-            weight: 0.3,
+            weight: 0.7,
             b: 0.75,
         };
         fields[Field::Server as usize] = FieldParams {
@@ -76,6 +90,13 @@ impl Default for SearchConfig {
             k1: 1.2,
             exact_form_boost: 0.3,
             fuzzy: true,
+            query_term_frequency: 0.5,
+            numeric_query_words: false,
+            name_coverage: 0.1,
+            proximity: 0.4,
+            synonym_weight: 0.4,
+            drop_request_filler: true,
+            server_aggregation: 0.5,
             threshold: 0.0,
             top_band: None,
             max_query_chars: 32_768,
@@ -99,9 +120,15 @@ impl SearchConfig {
         let bad = |what: &str| {
             Error::InvalidSetting(format!(
                 "`{key}={value}`: {what}; known keys: k1, exact_form_boost, fuzzy, threshold, \
-                 top_band, and FIELD.weight / FIELD.b for FIELD in {}",
+                 top_band, query_term_frequency, numeric_query_words, \
+                 server_aggregation, name_coverage, proximity, synonym_weight, drop_request_filler, and FIELD.weight / FIELD.b for FIELD in {}",
                 Field::ALL.map(Field::as_str).join(", ")
             ))
+        };
+        let flag = || {
+            value
+                .parse::<bool>()
+                .map_err(|_| bad("expected true or false"))
         };
         let number = || {
             value
@@ -126,7 +153,14 @@ impl SearchConfig {
             "exact_form_boost" => self.exact_form_boost = number()?,
             "threshold" => self.threshold = number()?,
             "top_band" => self.top_band = Some(number()?),
-            "fuzzy" => self.fuzzy = value.parse().map_err(|_| bad("expected true or false"))?,
+            "fuzzy" => self.fuzzy = flag()?,
+            "query_term_frequency" => self.query_term_frequency = number()?,
+            "numeric_query_words" => self.numeric_query_words = flag()?,
+            "server_aggregation" => self.server_aggregation = number()?,
+            "name_coverage" => self.name_coverage = number()?,
+            "proximity" => self.proximity = number()?,
+            "synonym_weight" => self.synonym_weight = number()?,
+            "drop_request_filler" => self.drop_request_filler = flag()?,
             _ => return Err(bad("unknown key")),
         }
         Ok(())

@@ -8,6 +8,7 @@
 use super::analyzer::{Analyzer, Token};
 use super::config::SearchConfig;
 use super::query::FieldScope;
+use super::synonyms::Synonyms;
 use crate::error::{Error, Result};
 use crate::tool::Tool;
 use std::collections::{BTreeSet, HashMap};
@@ -202,6 +203,7 @@ struct Snapshot {
 /// The live tools, their slot numbers in the index, and the statistics BM25F needs.
 pub struct ToolIndex {
     analyzer: Analyzer,
+    synonyms: Synonyms,
     fields: SchemaFields,
     writer: IndexWriter,
     reader: IndexReader,
@@ -250,8 +252,10 @@ impl ToolIndex {
             server_key,
         };
         let snapshot = Snapshot::new(&reader, &fields)?;
+        let analyzer = Analyzer::new();
         Ok(Self {
-            analyzer: Analyzer::new(),
+            synonyms: Synonyms::new(&analyzer),
+            analyzer,
             fields,
             writer,
             reader,
@@ -267,6 +271,10 @@ impl ToolIndex {
 
     pub fn analyzer(&self) -> &Analyzer {
         &self.analyzer
+    }
+
+    pub fn synonyms(&self) -> &Synonyms {
+        &self.synonyms
     }
 
     /// Number of live tools.
@@ -522,6 +530,51 @@ impl ToolIndex {
                     }
                 }
                 doc = lists[0].advance();
+            }
+        }
+        Ok(found)
+    }
+
+    /// Slots whose `field` holds stem `first` followed by stem `second` within `window` positions.
+    pub fn pair_slots(
+        &self,
+        field: Field,
+        first: &str,
+        second: &str,
+        window: u32,
+    ) -> Result<Vec<u32>> {
+        let f = field as usize;
+        let mut found = Vec::new();
+        let (mut pa, mut pb) = (Vec::new(), Vec::new());
+        for segment in &self.snapshot.segments {
+            let read = |stem: &str| {
+                let term = Term::from_field_text(self.fields.stemmed[f], stem);
+                segment.stemmed[f].read_postings(&term, IndexRecordOption::WithFreqsAndPositions)
+            };
+            let (Some(mut a), Some(mut b)) = (read(first)?, read(second)?) else {
+                continue;
+            };
+            let mut doc = a.doc();
+            while doc != TERMINATED {
+                let other = b.seek(doc);
+                if other == TERMINATED {
+                    break;
+                }
+                if other != doc {
+                    doc = a.seek(other);
+                    continue;
+                }
+                a.positions(&mut pa);
+                b.positions(&mut pb);
+                let near = pa
+                    .iter()
+                    .any(|&x| pb.iter().any(|&y| y > x && y - x <= window));
+                if near && segment.alive.as_ref().is_none_or(|al| al.is_alive(doc)) {
+                    if let Some(slot) = segment.slots.first(doc) {
+                        found.push(slot as u32);
+                    }
+                }
+                doc = a.advance();
             }
         }
         Ok(found)

@@ -1,13 +1,13 @@
 //! Keyword mode: evaluates a parsed query against the index with BM25F.
 
-use super::analyzer::{is_stopword, Token};
+use super::analyzer::{is_request_filler, is_stopword, Token};
 use super::config::SearchConfig;
 use super::explain::{Form, QueryTerm};
 use super::fuzzy;
 use super::index::{Field, Hits, Source, ToolIndex};
 use super::query::{FieldScope, Query};
 use crate::error::Result;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Queries with at most this many content words get fuzzy expansion word by word; longer ones
 /// only when nothing matches at all (in a long question one odd word is noise, not a typo).
@@ -42,7 +42,17 @@ pub fn evaluate(
         fuzzy_per_word: config.fuzzy && content_words <= FUZZY_PER_WORD_MAX_WORDS,
         fuzzy_now: false,
         seen: HashSet::new(),
+        repeats: HashMap::new(),
+        idf: HashMap::new(),
     };
+    if config.query_term_frequency > 0.0 {
+        for token in evaluator.words(query) {
+            *evaluator.repeats.entry(token.stem).or_insert(0.0) += 1.0;
+        }
+        for weight in evaluator.repeats.values_mut() {
+            *weight = weight.powf(config.query_term_frequency);
+        }
+    }
     let mut hits = Hits::new(index.slot_count());
     let mut max = evaluator.eval_into(&parsed, &mut hits)?;
     if hits.touched.is_empty() && config.fuzzy && !evaluator.fuzzy_per_word {
@@ -51,7 +61,33 @@ pub fn evaluate(
         evaluator.terms.clear();
         max = evaluator.eval_into(&parsed, &mut hits)?;
     }
+    if config.proximity > 0.0 && parsed.is_plain() {
+        evaluator.reward_proximity(query, &mut hits)?;
+    }
+    if config.name_coverage > 0.0 {
+        evaluator.reward_name_coverage(&mut hits);
+    }
+    if config.server_aggregation > 0.0 {
+        aggregate_servers(index, config.server_aggregation, &mut hits);
+    }
     Ok((hits, max, evaluator.terms))
+}
+
+/// Tools of a server that matches strongly gain a share of that server's best score: a request
+/// that needs one tool of a server often needs its siblings too.
+fn aggregate_servers(index: &ToolIndex, share: f32, hits: &mut Hits) {
+    let mut best: HashMap<&str, f32> = HashMap::new();
+    for &slot in &hits.touched {
+        if let Some(tool) = index.tool(slot).filter(|t| !t.server.is_empty()) {
+            let entry = best.entry(tool.server.as_str()).or_insert(0.0);
+            *entry = entry.max(hits.scores[slot as usize]);
+        }
+    }
+    for &slot in &hits.touched {
+        if let Some(server_best) = index.tool(slot).and_then(|t| best.get(t.server.as_str())) {
+            hits.scores[slot as usize] += share * server_best;
+        }
+    }
 }
 
 struct Evaluator<'a> {
@@ -63,19 +99,93 @@ struct Evaluator<'a> {
     fuzzy_per_word: bool,
     fuzzy_now: bool,
     seen: HashSet<(String, Option<FieldScope>)>,
+    /// How often each stem occurs in the query: a word a long request repeats matters more.
+    repeats: HashMap<String, f32>,
+    /// Inverse document frequency of each stem the query matched.
+    idf: HashMap<String, f32>,
 }
 
 impl Evaluator<'_> {
-    fn words(&self, text: &str) -> Vec<Token> {
-        let tokens = self.index.analyzer().tokens(text);
-        if self.keep_stopwords {
-            tokens
-        } else {
-            tokens
-                .into_iter()
-                .filter(|t| !is_stopword(&t.raw))
-                .collect()
+    /// Consecutive query words that stand close together in a name or description ("word
+    /// cloud", "stock price") say more than the same words apart.
+    fn reward_proximity(&self, query: &str, hits: &mut Hits) -> Result<()> {
+        const WINDOW: u32 = 3;
+        let words = self.words(query);
+        let mut done = HashSet::new();
+        for pair in words.windows(2) {
+            let (a, b) = (&pair[0], &pair[1]);
+            if a.stem == b.stem || !done.insert((a.stem.clone(), b.stem.clone())) {
+                continue;
+            }
+            let (Some(&ia), Some(&ib)) = (self.idf.get(&a.stem), self.idf.get(&b.stem)) else {
+                continue;
+            };
+            let bonus = self.config.proximity * 0.5 * (ia + ib);
+            let mut rewarded = HashSet::new();
+            for field in [Field::Name, Field::Description, Field::ParamDescriptions] {
+                for slot in self.index.pair_slots(field, &a.stem, &b.stem, WINDOW)? {
+                    if hits.contains(slot) && rewarded.insert(slot) {
+                        hits.scores[slot as usize] += bonus;
+                    }
+                }
+            }
         }
+        Ok(())
+    }
+
+    /// A tool whose name the query spells out almost word for word is very likely the one meant:
+    /// the best candidates gain in proportion to how much of their name the query covers.
+    fn reward_name_coverage(&self, hits: &mut Hits) {
+        const CANDIDATES: usize = 100;
+        let mut top: Vec<u32> = hits.touched.clone();
+        if top.len() > CANDIDATES {
+            top.select_nth_unstable_by(CANDIDATES, |a, b| {
+                hits.scores[*b as usize].total_cmp(&hits.scores[*a as usize])
+            });
+            top.truncate(CANDIDATES);
+        }
+        let best = top
+            .iter()
+            .map(|&s| hits.scores[s as usize])
+            .fold(0.0, f32::max);
+        let used: HashSet<&str> = self.seen.iter().map(|(stem, _)| stem.as_str()).collect();
+        for slot in top {
+            let Some(tool) = self.index.tool(slot) else {
+                continue;
+            };
+            let words: Vec<_> = self
+                .index
+                .analyzer()
+                .tokens(&tool.name)
+                .into_iter()
+                .filter(|t| !is_stopword(&t.raw) && !t.raw.chars().all(|c| c.is_ascii_digit()))
+                .collect();
+            if words.is_empty() {
+                continue;
+            }
+            let covered = words
+                .iter()
+                .filter(|t| used.contains(t.stem.as_str()))
+                .count();
+            let coverage = covered as f32 / words.len() as f32;
+            hits.scores[slot as usize] += self.config.name_coverage * coverage * best;
+        }
+    }
+
+    fn words(&self, text: &str) -> Vec<Token> {
+        let skip_numbers = !self.config.numeric_query_words;
+        self.index
+            .analyzer()
+            .tokens(text)
+            .into_iter()
+            .filter(|t| self.keep_stopwords || !is_stopword(&t.raw))
+            .filter(|t| {
+                self.keep_stopwords
+                    || !self.config.drop_request_filler
+                    || !is_request_filler(&t.raw)
+            })
+            .filter(|t| !(skip_numbers && t.raw.chars().all(|c| c.is_ascii_digit())))
+            .collect()
     }
 
     fn eval_into(&mut self, query: &Query, out: &mut Hits) -> Result<f32> {
@@ -192,10 +302,35 @@ impl Evaluator<'_> {
                 weight: weight * self.config.exact_form_boost,
             });
         }
+        let repeats = self.repeats.get(&token.stem).copied().unwrap_or(1.0);
         let (idf, df) =
             self.index
-                .score_term(self.config, &sources, &mut self.scratch, out, 1.0)?;
+                .score_term(self.config, &sources, &mut self.scratch, out, repeats)?;
+        if self.config.synonym_weight > 0.0 {
+            for synonym in self.index.synonyms().of(&token.stem) {
+                if self.repeats.contains_key(synonym) || self.idf.contains_key(synonym) {
+                    continue;
+                }
+                let sources: Vec<Source> = fields
+                    .iter()
+                    .map(|&field| Source {
+                        field,
+                        raw: false,
+                        text: synonym.clone(),
+                        weight: self.config.field(field).weight,
+                    })
+                    .collect();
+                self.index.score_term(
+                    self.config,
+                    &sources,
+                    &mut self.scratch,
+                    out,
+                    repeats * self.config.synonym_weight,
+                )?;
+            }
+        }
         if df > 0 {
+            self.idf.insert(token.stem.clone(), idf / repeats);
             self.terms.push(QueryTerm {
                 label: token.raw.clone(),
                 fields,

@@ -9,6 +9,7 @@ pub mod fuzzy;
 pub mod index;
 mod keyword;
 pub mod query;
+mod synonyms;
 
 pub use config::{FieldParams, SearchConfig};
 pub use filter::{Filters, NamePattern};
