@@ -2,6 +2,8 @@
 //! English stemming, keeping the unstemmed form beside the stem.
 
 use rust_stemmers::{Algorithm, Stemmer};
+use std::collections::HashSet;
+use std::sync::OnceLock;
 
 /// One analysed token: its lowercased surface form, its stem, and its position in the text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,8 +81,28 @@ impl Analyzer {
         if lowercase_word.chars().any(|c| !c.is_ascii_alphabetic()) {
             return lowercase_word.to_string();
         }
-        self.stemmer.stem(lowercase_word).into_owned()
+        // A catalog's vocabulary is small and every search re-stems the same words: a per-thread
+        // memo turns the stemmer (the costliest step of analysis) into a lookup.
+        STEMS.with(|cache| {
+            let mut cache = cache.borrow_mut();
+            if let Some(stem) = cache.get(lowercase_word) {
+                return stem.clone();
+            }
+            let stem = self.stemmer.stem(lowercase_word).into_owned();
+            if cache.len() >= STEM_CACHE_MAX {
+                cache.clear();
+            }
+            cache.insert(lowercase_word.to_string(), stem.clone());
+            stem
+        })
     }
+}
+
+const STEM_CACHE_MAX: usize = 200_000;
+
+thread_local! {
+    static STEMS: std::cell::RefCell<std::collections::HashMap<String, String>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
 }
 
 /// Byte ranges of the words in `text`: runs of letters and digits, split further at camelCase
@@ -145,10 +167,12 @@ fn is_cjk(c: char) -> bool {
 /// Words that requests are full of but tools never are about ("I want to", "can you help me
 /// use"): dropped from natural-language queries only, never from tool text.
 pub fn is_request_filler(word: &str) -> bool {
-    REQUEST_FILLER.binary_search(&word).is_ok()
+    static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    SET.get_or_init(|| REQUEST_FILLER.iter().copied().collect())
+        .contains(word)
 }
 
-// Sorted, for binary search.
+// Sorted, to keep the list easy to read and check.
 const REQUEST_FILLER: &[&str] = &[
     "able",
     "also",
@@ -173,10 +197,12 @@ const REQUEST_FILLER: &[&str] = &[
 
 /// English stopwords: function words that carry no meaning for choosing a tool.
 pub fn is_stopword(word: &str) -> bool {
-    STOPWORDS.binary_search(&word).is_ok()
+    static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    SET.get_or_init(|| STOPWORDS.iter().copied().collect())
+        .contains(word)
 }
 
-// Sorted, for binary search.
+// Sorted, to keep the list easy to read and check.
 const STOPWORDS: &[&str] = &[
     "a",
     "about",
