@@ -28,13 +28,13 @@ pub fn score(ranked: &[String], relevant: &[String]) -> QueryMetrics {
         .take(5)
         .filter(|n| relevant.contains(*n))
         .count();
+    // fold from +0.0: an empty f64 sum is -0.0, which prints as "-0.0".
     let dcg: f64 = ranked
         .iter()
         .take(10)
         .enumerate()
         .filter(|(_, n)| relevant.contains(*n))
-        .map(|(i, _)| 1.0 / ((i + 2) as f64).log2())
-        .sum();
+        .fold(0.0, |acc, (i, _)| acc + 1.0 / ((i + 2) as f64).log2());
     let idcg: f64 = (0..relevant.len().min(10))
         .map(|i| 1.0 / ((i + 2) as f64).log2())
         .sum();
