@@ -11,7 +11,7 @@ use super::query::FieldScope;
 use super::synonyms::Synonyms;
 use crate::error::{Error, Result};
 use crate::tool::Tool;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use tantivy::columnar::Column;
 use tantivy::indexer::NoMergePolicy;
@@ -214,6 +214,64 @@ pub struct ToolIndex {
     live: usize,
     by_server: HashMap<String, Vec<u32>>,
     by_name: HashMap<String, Vec<u32>>,
+    vocabulary: Vocabulary,
+}
+
+/// For every indexed word, how many live tools hold it in each field, stemmed and raw. Checked
+/// before touching tantivy's term dictionaries: most query words occur in few fields, and a hash
+/// lookup is far cheaper than a dictionary lookup that finds nothing.
+#[derive(Default)]
+struct Vocabulary {
+    counts: HashMap<String, [u32; 2 * FIELD_COUNT]>,
+}
+
+impl Vocabulary {
+    fn slot(field: Field, raw: bool) -> usize {
+        field as usize + if raw { FIELD_COUNT } else { 0 }
+    }
+
+    fn update(&mut self, analyzed: &AnalyzedTool, add: bool) {
+        for field in Field::ALL {
+            let tokens = &analyzed.fields[field as usize];
+            let mut seen: HashSet<(&str, bool)> = HashSet::new();
+            for token in tokens {
+                for (text, raw) in [(token.stem.as_str(), false), (token.raw.as_str(), true)] {
+                    if !seen.insert((text, raw)) {
+                        continue;
+                    }
+                    let counts = self
+                        .counts
+                        .entry(text.to_string())
+                        .or_insert([0; 2 * FIELD_COUNT]);
+                    let cell = &mut counts[Self::slot(field, raw)];
+                    *cell = if add {
+                        *cell + 1
+                    } else {
+                        cell.saturating_sub(1)
+                    };
+                }
+            }
+            if !add {
+                for token in tokens {
+                    for text in [&token.stem, &token.raw] {
+                        if self
+                            .counts
+                            .get(text)
+                            .is_some_and(|c| c.iter().all(|&n| n == 0))
+                        {
+                            self.counts.remove(text);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn contains(&self, text: &str, field: Field, raw: bool) -> bool {
+        self.counts
+            .get(text)
+            .is_some_and(|c| c[Self::slot(field, raw)] > 0)
+    }
 }
 
 impl std::fmt::Debug for ToolIndex {
@@ -266,6 +324,7 @@ impl ToolIndex {
             live: 0,
             by_server: HashMap::new(),
             by_name: HashMap::new(),
+            vocabulary: Vocabulary::default(),
         })
     }
 
@@ -345,6 +404,8 @@ impl ToolIndex {
         for slot in slots {
             if let Some(tool) = self.slots[slot as usize].take() {
                 self.live -= 1;
+                self.vocabulary
+                    .update(&AnalyzedTool::new(&self.analyzer, &tool), false);
                 if let Some(named) = self.by_name.get_mut(&tool.name.to_lowercase()) {
                     named.retain(|&s| s != slot);
                     if named.is_empty() {
@@ -362,6 +423,7 @@ impl ToolIndex {
         let slot = u32::try_from(self.slots.len())
             .map_err(|_| Error::Index("more than 4 billion tool slots".into()))?;
         let analyzed = AnalyzedTool::new(&self.analyzer, &tool);
+        self.vocabulary.update(&analyzed, true);
         let mut doc = TantivyDocument::new();
         let mut lengths = [0u16; FIELD_COUNT];
         for field in Field::ALL {
@@ -436,6 +498,12 @@ impl ToolIndex {
         let averages = Field::ALL.map(|f| self.average_length(f));
         for segment in &self.snapshot.segments {
             for source in sources {
+                if !self
+                    .vocabulary
+                    .contains(&source.text, source.field, source.raw)
+                {
+                    continue;
+                }
                 let f = source.field as usize;
                 let (inverted, tantivy_field) = if source.raw {
                     (&segment.raw[f], self.fields.raw[f])
@@ -506,9 +574,9 @@ impl ToolIndex {
             let mut doc = lists[0].doc();
             'docs: while doc != TERMINATED {
                 for list in lists.iter_mut() {
-                    let d = list.seek(doc);
+                    let d = seek_forward(list, doc);
                     if d != doc {
-                        doc = lists[0].seek(d);
+                        doc = seek_forward(&mut lists[0], d);
                         continue 'docs;
                     }
                 }
@@ -545,6 +613,11 @@ impl ToolIndex {
     ) -> Result<Vec<u32>> {
         let f = field as usize;
         let mut found = Vec::new();
+        if !self.vocabulary.contains(first, field, false)
+            || !self.vocabulary.contains(second, field, false)
+        {
+            return Ok(found);
+        }
         let (mut pa, mut pb) = (Vec::new(), Vec::new());
         for segment in &self.snapshot.segments {
             let read = |stem: &str| {
@@ -556,12 +629,12 @@ impl ToolIndex {
             };
             let mut doc = a.doc();
             while doc != TERMINATED {
-                let other = b.seek(doc);
+                let other = seek_forward(&mut b, doc);
                 if other == TERMINATED {
                     break;
                 }
                 if other != doc {
-                    doc = a.seek(other);
+                    doc = seek_forward(&mut a, other);
                     continue;
                 }
                 a.positions(&mut pa);
@@ -609,19 +682,16 @@ impl ToolIndex {
         Ok(out.into_iter().take(max).collect())
     }
 
-    /// Every distinct raw-form term of `fields`, passed to `visit` once per segment it appears in.
-    pub fn for_each_term(&self, fields: &[Field], mut visit: impl FnMut(&str)) -> Result<()> {
-        for segment in &self.snapshot.segments {
-            for &field in fields {
-                let mut stream = segment.raw[field as usize].terms().stream()?;
-                while stream.advance() {
-                    if let Ok(term) = std::str::from_utf8(stream.key()) {
-                        visit(term);
-                    }
-                }
+    /// Every distinct raw-form word of `fields`, once.
+    pub fn for_each_term(&self, fields: &[Field], mut visit: impl FnMut(&str)) {
+        for (text, counts) in &self.vocabulary.counts {
+            if fields
+                .iter()
+                .any(|&f| counts[Vocabulary::slot(f, true)] > 0)
+            {
+                visit(text);
             }
         }
-        Ok(())
     }
 }
 
@@ -651,6 +721,16 @@ impl Snapshot {
             _searcher: searcher,
             segments,
         })
+    }
+}
+
+/// `DocSet::seek` requires a target at or past the current document; a list that is already
+/// further along simply stays where it is.
+fn seek_forward<D: DocSet>(docs: &mut D, target: tantivy::DocId) -> tantivy::DocId {
+    if docs.doc() >= target {
+        docs.doc()
+    } else {
+        docs.seek(target)
     }
 }
 

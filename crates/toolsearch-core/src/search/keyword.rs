@@ -351,7 +351,7 @@ impl Evaluator<'_> {
             if fuzzy::similarity(&token.raw, term).is_some() {
                 words.push(term.to_string());
             }
-        })?;
+        });
         let mut best: f32 = 0.0;
         for (word, similarity) in fuzzy::best_matches(
             &token.raw,
