@@ -203,7 +203,6 @@ fn json_output_of_a_miss_carries_the_fallback() {
 }
 
 #[test]
-#[ignore = "bug: pair_slots/phrase_slots seek posting lists backwards (debug builds panic)"]
 fn options_reach_the_engine() {
     let dir = Scratch::new("options");
     let catalog = dir.file("catalog.json", CATALOG);
@@ -357,7 +356,6 @@ fn the_example_catalog_answers() {
 }
 
 #[test]
-#[ignore = "bug: strong matches tie at the 0.999 cap and rank by name; debug builds also panic in pair_slots"]
 fn livemcpbench_ranks_create_document_in_the_top_3() {
     let catalog = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/eval/datasets/livemcpbench/tools.json");

@@ -351,7 +351,6 @@ fn a_tool_without_a_name_is_a_shape_error_with_position() {
 }
 
 #[test]
-#[ignore = "bug: in a {\"servers\": {...}} file a nameless tool is reported at the end of its server's list, without saying `name` is missing"]
 fn a_nameless_tool_in_a_multi_server_object_is_located() {
     let multi = "{\"servers\": {\"s\": [\n  {\"name\": \"a\"},\n  {\"title\": \"x\"}\n]}}";
     match parse_catalog(multi, "multi.json", None) {

@@ -93,7 +93,6 @@ fn set_of(names: &[&str]) -> HashSet<String> {
 }
 
 #[test]
-#[ignore = "bug: pair_slots/phrase_slots seek posting lists backwards (debug builds panic)"]
 fn words_are_ored() {
     let e = engine(mixed_catalog());
     assert_eq!(
@@ -408,14 +407,12 @@ fn filtered(engine: &SearchEngine, query: &str, filters: Filters) -> HashSet<Str
 const EVERYTHING: &str = "email text file log conditions";
 
 #[test]
-#[ignore = "bug: pair_slots/phrase_slots seek posting lists backwards (debug builds panic)"]
 fn every_tool_matches_the_everything_query() {
     let e = engine(mixed_catalog());
     assert_eq!(search(&e, EVERYTHING).total_matches, 6);
 }
 
 #[test]
-#[ignore = "bug: pair_slots/phrase_slots seek posting lists backwards (debug builds panic)"]
 fn server_filter() {
     let e = engine(mixed_catalog());
     let f = Filters {
@@ -438,7 +435,6 @@ fn server_filter() {
 }
 
 #[test]
-#[ignore = "bug: pair_slots/phrase_slots seek posting lists backwards (debug builds panic)"]
 fn category_filter_ignores_case() {
     let e = engine(mixed_catalog());
     for category in ["Storage", "storage", "STORAGE"] {
@@ -455,7 +451,6 @@ fn category_filter_ignores_case() {
 }
 
 #[test]
-#[ignore = "bug: pair_slots/phrase_slots seek posting lists backwards (debug builds panic)"]
 fn tag_filter_takes_any_of_the_tags() {
     let e = engine(mixed_catalog());
     let f = Filters {
@@ -469,7 +464,6 @@ fn tag_filter_takes_any_of_the_tags() {
 }
 
 #[test]
-#[ignore = "bug: pair_slots/phrase_slots seek posting lists backwards (debug builds panic)"]
 fn visible_set_is_an_allowlist() {
     let e = engine(mixed_catalog());
     let visible: HashSet<ToolId> = [
@@ -495,7 +489,6 @@ fn visible_set_is_an_allowlist() {
 }
 
 #[test]
-#[ignore = "bug: pair_slots/phrase_slots seek posting lists backwards (debug builds panic)"]
 fn name_patterns() {
     let e = engine(mixed_catalog());
     let with = |patterns: &[&str]| Filters {
@@ -522,7 +515,6 @@ fn name_patterns() {
 }
 
 #[test]
-#[ignore = "bug: pair_slots/phrase_slots seek posting lists backwards (debug builds panic)"]
 fn filters_combine_with_and() {
     let e = engine(mixed_catalog());
     let f = Filters {
@@ -581,7 +573,6 @@ fn scored(engine: &SearchEngine, request: &SearchRequest) -> Vec<(String, f32)> 
 }
 
 #[test]
-#[ignore = "bug: pair_slots/phrase_slots seek posting lists backwards (debug builds panic)"]
 fn scores_are_normalised_to_0_1() {
     let e = engine(mixed_catalog());
     for query in [
@@ -609,7 +600,6 @@ fn scores_are_normalised_to_0_1() {
 }
 
 #[test]
-#[ignore = "bug: pair_slots/phrase_slots seek posting lists backwards (debug builds panic)"]
 fn threshold_drops_low_normalised_scores() {
     let e = engine(mixed_catalog());
     let all = scored(&e, &SearchRequest::new(EVERYTHING).limit(100));
@@ -642,7 +632,6 @@ fn threshold_drops_low_normalised_scores() {
 }
 
 #[test]
-#[ignore = "bug: pair_slots/phrase_slots seek posting lists backwards (debug builds panic)"]
 fn threshold_from_the_config() {
     let tools = mixed_catalog();
     let plain = engine(tools.clone());
@@ -658,7 +647,6 @@ fn threshold_from_the_config() {
 }
 
 #[test]
-#[ignore = "bug: pair_slots/phrase_slots seek posting lists backwards (debug builds panic)"]
 fn top_band_keeps_scores_near_the_best() {
     let e = engine(mixed_catalog());
     let all = scored(&e, &SearchRequest::new(EVERYTHING).limit(100));
@@ -681,7 +669,6 @@ fn top_band_keeps_scores_near_the_best() {
 }
 
 #[test]
-#[ignore = "bug: pair_slots/phrase_slots seek posting lists backwards (debug builds panic)"]
 fn limit_and_offset_paginate_and_total_counts_before_the_cap() {
     let e = engine(mixed_catalog());
     let all = names(&search(&e, EVERYTHING));
@@ -706,7 +693,6 @@ fn limit_and_offset_paginate_and_total_counts_before_the_cap() {
 }
 
 #[test]
-#[ignore = "bug: pair_slots/phrase_slots seek posting lists backwards (debug builds panic)"]
 fn results_are_deterministic_and_ties_break_by_name() {
     let e = engine(vec![
         tool("s", "zeta", "Convert currency amounts"),
@@ -1047,7 +1033,6 @@ fn staggered() -> SearchEngine {
 }
 
 #[test]
-#[ignore = "bug: pair_slots/phrase_slots seek posting lists backwards (debug builds panic)"]
 fn two_word_queries_over_staggered_postings() {
     let e = staggered();
     let hits = found(&e, "apple banana");
@@ -1056,7 +1041,6 @@ fn two_word_queries_over_staggered_postings() {
 }
 
 #[test]
-#[ignore = "bug: pair_slots/phrase_slots seek posting lists backwards (debug builds panic)"]
 fn phrases_over_staggered_postings() {
     let e = staggered();
     assert_eq!(found(&e, "\"apple banana\""), vec!["second"]);
@@ -1068,7 +1052,6 @@ fn phrases_over_staggered_postings() {
 // ---------------------------------------------------------------------------------------------
 
 #[test]
-#[ignore = "bug: bonuses added after normalisation push strong matches past the 0.999 cap, so they tie and rank by name"]
 fn a_stronger_match_is_not_tied_with_a_weaker_one() {
     let tools = vec![
         tool(

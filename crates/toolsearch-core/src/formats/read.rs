@@ -207,14 +207,52 @@ struct MultiServer {
     servers: BTreeMap<String, ServerTools>,
 }
 
-#[derive(Deserialize)]
-#[serde(
-    untagged,
-    expecting = "an array of tools or {\"tools\": [...]} for each server"
-)]
+/// A server's tools: a bare array or `{"tools": [...]}`. Deserialised by hand rather than as an
+/// untagged enum, which would replace a tool's own error (and its position) with a generic one.
 enum ServerTools {
     Bare(Vec<McpTool>),
     Wrapped { tools: Vec<McpTool> },
+}
+
+impl<'de> Deserialize<'de> for ServerTools {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Tools;
+        impl<'de> serde::de::Visitor<'de> for Tools {
+            type Value = ServerTools;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an array of tools or {\"tools\": [...]} for each server")
+            }
+
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> std::result::Result<ServerTools, A::Error> {
+                let mut tools = Vec::new();
+                while let Some(tool) = seq.next_element::<McpTool>()? {
+                    tools.push(tool);
+                }
+                Ok(ServerTools::Bare(tools))
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> std::result::Result<ServerTools, A::Error> {
+                let mut tools = None;
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "tools" {
+                        tools = Some(map.next_value::<Vec<McpTool>>()?);
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                let tools = tools.ok_or_else(|| serde::de::Error::missing_field("tools"))?;
+                Ok(ServerTools::Wrapped { tools })
+            }
+        }
+        d.deserialize_any(Tools)
+    }
 }
 
 /// MCP and Anthropic tools, and the tools of multi-server files (MCP-shaped, with a `server`).

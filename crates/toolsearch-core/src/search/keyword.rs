@@ -61,14 +61,18 @@ pub fn evaluate(
         evaluator.terms.clear();
         max = evaluator.eval_into(&parsed, &mut hits)?;
     }
+    // `max` stays an upper bound of every score through the bonuses below, so that normalised
+    // scores remain below 1 and keep their order (an exact-name match alone scores 1).
     if config.proximity > 0.0 && parsed.is_plain() {
-        evaluator.reward_proximity(query, &mut hits)?;
+        max += evaluator.reward_proximity(query, &mut hits)?;
     }
     if config.name_coverage > 0.0 {
         evaluator.reward_name_coverage(&mut hits);
+        max *= 1.0 + config.name_coverage;
     }
     if config.server_aggregation > 0.0 {
         aggregate_servers(index, config.server_aggregation, &mut hits);
+        max *= 1.0 + config.server_aggregation;
     }
     Ok((hits, max, evaluator.terms))
 }
@@ -108,10 +112,12 @@ struct Evaluator<'a> {
 impl Evaluator<'_> {
     /// Consecutive query words that stand close together in a name or description ("word
     /// cloud", "stock price") say more than the same words apart.
-    fn reward_proximity(&self, query: &str, hits: &mut Hits) -> Result<()> {
+    /// Returns the most any tool can gain from it.
+    fn reward_proximity(&self, query: &str, hits: &mut Hits) -> Result<f32> {
         const WINDOW: u32 = 3;
         let words = self.words(query);
         let mut done = HashSet::new();
+        let mut most = 0.0;
         for pair in words.windows(2) {
             let (a, b) = (&pair[0], &pair[1]);
             if a.stem == b.stem || !done.insert((a.stem.clone(), b.stem.clone())) {
@@ -121,6 +127,7 @@ impl Evaluator<'_> {
                 continue;
             };
             let bonus = self.config.proximity * 0.5 * (ia + ib);
+            most += bonus;
             let mut rewarded = HashSet::new();
             for field in [Field::Name, Field::Description, Field::ParamDescriptions] {
                 for slot in self.index.pair_slots(field, &a.stem, &b.stem, WINDOW)? {
@@ -130,7 +137,7 @@ impl Evaluator<'_> {
                 }
             }
         }
-        Ok(())
+        Ok(most)
     }
 
     /// A tool whose name the query spells out almost word for word is very likely the one meant:
