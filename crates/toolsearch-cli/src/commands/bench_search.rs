@@ -114,6 +114,12 @@ pub fn run(args: SearchBenchArgs) -> Result<()> {
     if args.sizes.is_empty() || args.sizes.contains(&0) {
         return Err(BadInput("--sizes needs positive catalog sizes, e.g. 500,5000".into()).into());
     }
+    if (args.catalog.is_none() || args.queries.is_none()) && !args.datasets.is_dir() {
+        eprintln!(
+            "note: {} not found; measuring synthetic tools and queries only (source `synthetic`)",
+            args.datasets.display()
+        );
+    }
     let exe = std::env::current_exe().context("finding this program to run each size")?;
     let mut sizes = Vec::new();
     let mut details = Vec::new();
