@@ -215,7 +215,12 @@ pub struct ToolIndex {
     by_server: HashMap<String, Vec<u32>>,
     by_name: HashMap<String, Vec<u32>>,
     vocabulary: Vocabulary,
+    /// Each slot's server as a number (`NO_SERVER` for tools without one), and the numbers given.
+    slot_servers: Vec<u32>,
+    server_numbers: HashMap<String, u32>,
 }
+
+const NO_SERVER: u32 = u32::MAX;
 
 /// For every indexed word, how many live tools hold it in each field, stemmed and raw. Checked
 /// before touching tantivy's term dictionaries: most query words occur in few fields, and a hash
@@ -325,6 +330,8 @@ impl ToolIndex {
             by_server: HashMap::new(),
             by_name: HashMap::new(),
             vocabulary: Vocabulary::default(),
+            slot_servers: Vec::new(),
+            server_numbers: HashMap::new(),
         })
     }
 
@@ -352,6 +359,19 @@ impl ToolIndex {
 
     pub fn tool(&self, slot: u32) -> Option<&Arc<Tool>> {
         self.slots.get(slot as usize)?.as_ref()
+    }
+
+    /// How many server numbers have been given (the size of a dense per-server array).
+    pub fn server_count(&self) -> usize {
+        self.server_numbers.len()
+    }
+
+    /// The server number of a slot's tool; `None` for a tool without a server.
+    pub fn server_number(&self, slot: u32) -> Option<u32> {
+        self.slot_servers
+            .get(slot as usize)
+            .copied()
+            .filter(|&n| n != NO_SERVER)
     }
 
     /// Slots of the tools named `name` (case-insensitive), on any server.
@@ -452,6 +472,16 @@ impl ToolIndex {
             .entry(tool.name.to_lowercase())
             .or_default()
             .push(slot);
+        let next_number = self.server_numbers.len() as u32;
+        let server = if tool.server.is_empty() {
+            NO_SERVER
+        } else {
+            *self
+                .server_numbers
+                .entry(tool.server.clone())
+                .or_insert(next_number)
+        };
+        self.slot_servers.push(server);
         self.slots.push(Some(tool));
         self.lengths.push(lengths);
         self.live += 1;

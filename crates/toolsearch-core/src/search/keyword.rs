@@ -80,16 +80,17 @@ pub fn evaluate(
 /// Tools of a server that matches strongly gain a share of that server's best score: a request
 /// that needs one tool of a server often needs its siblings too.
 fn aggregate_servers(index: &ToolIndex, share: f32, hits: &mut Hits) {
-    let mut best: HashMap<&str, f32> = HashMap::new();
+    // Dense per-server maxima by server number: this runs once per matching tool.
+    let mut best = vec![0.0f32; index.server_count()];
     for &slot in &hits.touched {
-        if let Some(tool) = index.tool(slot).filter(|t| !t.server.is_empty()) {
-            let entry = best.entry(tool.server.as_str()).or_insert(0.0);
-            *entry = entry.max(hits.scores[slot as usize]);
+        if let Some(server) = index.server_number(slot) {
+            let cell = &mut best[server as usize];
+            *cell = cell.max(hits.scores[slot as usize]);
         }
     }
     for &slot in &hits.touched {
-        if let Some(server_best) = index.tool(slot).and_then(|t| best.get(t.server.as_str())) {
-            hits.scores[slot as usize] += share * server_best;
+        if let Some(server) = index.server_number(slot) {
+            hits.scores[slot as usize] += share * best[server as usize];
         }
     }
 }

@@ -270,8 +270,11 @@ impl SearchEngine {
             let best = candidates.iter().map(|c| c.score).fold(0.0, f32::max);
             candidates.retain(|c| c.exact || c.score >= best * band);
         }
-        self.sort(&mut candidates);
         let total_matches = candidates.len();
+        self.sort_page(
+            &mut candidates,
+            request.offset.saturating_add(request.limit),
+        );
         let tools: Vec<SearchHit> = candidates
             .iter()
             .skip(request.offset)
@@ -343,19 +346,28 @@ impl SearchEngine {
         }
     }
 
-    fn sort(&self, candidates: &mut [Candidate]) {
+    /// Puts the first `keep` candidates in order (exact names first, then score, then name) and
+    /// drops the rest: selecting before sorting keeps a search over many matches cheap.
+    fn sort_page(&self, candidates: &mut Vec<Candidate>, keep: usize) {
         let name = |slot: u32| {
             self.index
                 .tool(slot)
                 .map(|t| (t.name.as_str(), t.server.as_str()))
                 .unwrap_or_default()
         };
-        candidates.sort_by(|a, b| {
+        let order = |a: &Candidate, b: &Candidate| {
             b.exact
                 .cmp(&a.exact)
                 .then_with(|| b.score.total_cmp(&a.score))
                 .then_with(|| name(a.slot).cmp(&name(b.slot)))
-        });
+        };
+        if keep < candidates.len() {
+            if keep > 0 {
+                candidates.select_nth_unstable_by(keep - 1, order);
+            }
+            candidates.truncate(keep);
+        }
+        candidates.sort_by(order);
     }
 
     fn regex_candidates(&self, pattern: &str) -> Result<(Vec<Candidate>, regex::Regex)> {
