@@ -6,68 +6,18 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{json, Value};
 
-fn peers_dir() -> PathBuf {
-    match std::env::var_os("TOOLSEARCH_TEST_PEERS") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.test-peers"),
-    }
-}
-
-fn require(path: PathBuf, what: &str) -> String {
-    assert!(
-        path.exists(),
-        "{what} is not installed (expected at {}); run scripts/install-test-peers.sh from the repository root, then run the tests again",
-        path.display()
-    );
-    path.to_string_lossy().into_owned()
-}
-
-fn everything_js() -> String {
-    require(
-        peers_dir().join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
-        "@modelcontextprotocol/server-everything",
-    )
-}
-
-fn venv_python() -> String {
-    require(
-        peers_dir().join("venv/bin/python"),
-        "the test venv (Python mcp SDK)",
-    )
-}
-
-fn mcp_server_time() -> String {
-    require(
-        peers_dir().join("venv/bin/mcp-server-time"),
-        "mcp-server-time",
-    )
-}
+mod peers;
+use peers::{everything_js, mcp_server_time, toml_str, venv_python};
 
 fn client_script() -> String {
-    require(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/mcp_client.py"),
-        "tests/clients/mcp_client.py",
-    )
+    peers::client("mcp_client.py")
 }
 
-/// A fresh directory for one test's config and switch files.
 fn scratch() -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "toolsearch-gateway-cli-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn toml_str(s: &str) -> String {
-    serde_json::to_string(s).unwrap()
+    peers::scratch("gateway-cli")
 }
 
 /// A config with server-everything and mcp-server-time and the given `[toolSearch]` lines.

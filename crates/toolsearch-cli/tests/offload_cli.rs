@@ -6,60 +6,18 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{json, Value};
 
-fn peers_dir() -> PathBuf {
-    match std::env::var_os("TOOLSEARCH_TEST_PEERS") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.test-peers"),
-    }
-}
-
-fn require(path: PathBuf, what: &str) -> String {
-    assert!(
-        path.exists(),
-        "{what} is not installed (expected at {}); run scripts/install-test-peers.sh from the repository root, then run the tests again",
-        path.display()
-    );
-    path.to_string_lossy().into_owned()
-}
-
-fn everything_js() -> String {
-    require(
-        peers_dir().join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
-        "@modelcontextprotocol/server-everything",
-    )
-}
-
-fn venv_python() -> String {
-    require(
-        peers_dir().join("venv/bin/python"),
-        "the test venv (Python mcp SDK)",
-    )
-}
+mod peers;
+use peers::{everything_js, toml_str, venv_python};
 
 fn client_script() -> String {
-    require(
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/clients/offload_client.py"),
-        "tests/clients/offload_client.py",
-    )
+    peers::client("offload_client.py")
 }
 
 fn scratch() -> PathBuf {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    let dir = std::env::temp_dir().join(format!(
-        "toolsearch-offload-cli-{}-{}",
-        std::process::id(),
-        NEXT.fetch_add(1, Ordering::Relaxed)
-    ));
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn toml_str(s: &str) -> String {
-    serde_json::to_string(s).unwrap()
+    peers::scratch("offload-cli")
 }
 
 /// A config with server-everything (and `env_lines` for it) and the given `[toolSearch]` lines.
