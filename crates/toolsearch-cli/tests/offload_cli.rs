@@ -3,14 +3,13 @@
 //! the official Python MCP SDK client (tests/clients/offload_client.py), over stdio and HTTP.
 //! The peers come from scripts/install-test-peers.sh.
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use serde_json::{json, Value};
 
 mod peers;
-use peers::{everything_js, toml_str, venv_python};
+use peers::{everything_js, serve_http, toml_str, venv_python};
 
 fn client_script() -> String {
     peers::client("offload_client.py")
@@ -43,51 +42,6 @@ threshold = 5
 enum Transport {
     Stdio,
     Http,
-}
-
-/// The gateway over HTTP, killed when dropped.
-struct Gateway {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Gateway {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn serve_http(config: &Path) -> Gateway {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_toolsearch"))
-        .env_remove("TOOLSEARCH_API_TOKENS")
-        .args(["serve", "--config"])
-        .arg(config)
-        .args(["--http", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let line = lines
-        .by_ref()
-        .map(Result::unwrap)
-        .find(|line| line.contains("listening on"))
-        .expect("the gateway exited without listening");
-    std::thread::spawn(move || {
-        for line in lines.map_while(Result::ok) {
-            eprintln!("gateway: {line}");
-        }
-    });
-    let url = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .map(|url| format!("http://{url}"))
-        .expect("no address on the listening line");
-    Gateway { child, url }
 }
 
 /// Runs the client with `plan`; returns its steps.

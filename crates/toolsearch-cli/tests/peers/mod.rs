@@ -3,7 +3,9 @@
 // Each test binary uses its own subset of these.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 pub fn peers_dir() -> PathBuf {
@@ -68,4 +70,57 @@ pub fn scratch(prefix: &str) -> PathBuf {
 /// `s` as a TOML string literal (JSON string syntax is valid TOML).
 pub fn toml_str(s: &str) -> String {
     serde_json::to_string(s).unwrap()
+}
+
+/// The gateway over HTTP, killed when dropped.
+pub struct Gateway {
+    child: Child,
+    pub url: String,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `toolsearch` binary, with no API tokens from the environment.
+pub fn toolsearch() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_toolsearch"));
+    command.env_remove("TOOLSEARCH_API_TOKENS");
+    command
+}
+
+/// Starts `toolsearch serve --http` on a free port and waits until it listens.
+pub fn serve_http(config: &Path) -> Gateway {
+    let mut child = toolsearch()
+        .args(["serve", "--config"])
+        .arg(config)
+        .args(["--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let mut lines = BufReader::new(stderr).lines();
+    let line = lines
+        .by_ref()
+        .map(Result::unwrap)
+        .find(|line| line.contains("listening on"))
+        .expect("the gateway exited without listening");
+    // Keep draining stderr so that the gateway never blocks on a full pipe.
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            eprintln!("gateway: {line}");
+        }
+    });
+    let url = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .map(|url| format!("http://{url}"))
+        .expect("no address on the listening line");
+    Gateway { child, url }
 }
