@@ -1,7 +1,7 @@
 //! `matched_on`: which fields of a result matched which query terms.
 
-use super::analyzer::Analyzer;
-use super::index::{AnalyzedTool, Field};
+use super::index::{Field, ToolIndex};
+use super::terms::{RAW, STEM};
 use super::MatchedOn;
 use crate::tool::Tool;
 use regex::Regex;
@@ -21,24 +21,46 @@ pub enum Form {
     Raw(String),
 }
 
-pub fn matched_on(analyzer: &Analyzer, tool: &Tool, terms: &[QueryTerm]) -> Vec<MatchedOn> {
-    if terms.is_empty() {
+/// A query term with its forms as the index numbers them, resolved once per search.
+pub struct ResolvedTerm<'a> {
+    term: &'a QueryTerm,
+    /// (word number, `STEM` or `RAW`) for each form a tool ever held.
+    forms: Vec<(u32, u32)>,
+}
+
+pub fn resolve<'a>(index: &ToolIndex, terms: &'a [QueryTerm]) -> Vec<ResolvedTerm<'a>> {
+    terms
+        .iter()
+        .map(|term| ResolvedTerm {
+            term,
+            forms: term
+                .forms
+                .iter()
+                .filter_map(|form| match form {
+                    Form::Stem(s) => Some((index.term_id(s)?, STEM)),
+                    Form::Raw(r) => Some((index.term_id(r)?, RAW)),
+                })
+                .collect(),
+        })
+        .collect()
+}
+
+/// Which fields of the tool in `slot` hold which of the query's terms, from the words the index
+/// kept for it (nothing is analysed again).
+pub fn matched_on(index: &ToolIndex, slot: u32, terms: &[ResolvedTerm]) -> Vec<MatchedOn> {
+    let Some(words) = index.slot_terms(slot) else {
         return Vec::new();
-    }
-    let analyzed = AnalyzedTool::new(analyzer, tool);
+    };
     let mut out = Vec::new();
     for field in Field::ALL {
-        let tokens = &analyzed.fields[field as usize];
         let mut matched: Vec<String> = Vec::new();
-        for term in terms.iter().filter(|t| t.fields.contains(&field)) {
-            let hit = tokens.iter().any(|tok| {
-                term.forms.iter().any(|form| match form {
-                    Form::Stem(s) => &tok.stem == s,
-                    Form::Raw(r) => &tok.raw == r,
-                })
-            });
-            if hit && !matched.contains(&term.label) {
-                matched.push(term.label.clone());
+        for resolved in terms.iter().filter(|t| t.term.fields.contains(&field)) {
+            let hit = resolved
+                .forms
+                .iter()
+                .any(|&(id, form)| words.holds(id, field, form));
+            if hit && !matched.contains(&resolved.term.label) {
+                matched.push(resolved.term.label.clone());
             }
         }
         if !matched.is_empty() {

@@ -9,11 +9,11 @@ use super::analyzer::{Analyzer, Token};
 use super::config::SearchConfig;
 use super::query::FieldScope;
 use super::synonyms::Synonyms;
+use super::terms::{SlotTerms, Vocabulary};
 use crate::error::{Error, Result};
 use crate::tool::Tool;
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
-use tantivy::columnar::Column;
 use tantivy::indexer::NoMergePolicy;
 use tantivy::postings::Postings;
 use tantivy::schema::{
@@ -188,7 +188,8 @@ struct SchemaFields {
 }
 
 struct SegmentView {
-    slots: Column<u64>,
+    /// Document → slot, read once from the fast field when the snapshot is taken.
+    slots: Vec<u32>,
     stemmed: Vec<Arc<InvertedIndexReader>>,
     raw: Vec<Arc<InvertedIndexReader>>,
     alive: Option<tantivy::fastfield::AliveBitSet>,
@@ -215,69 +216,14 @@ pub struct ToolIndex {
     by_server: HashMap<String, Vec<u32>>,
     by_name: HashMap<String, Vec<u32>>,
     vocabulary: Vocabulary,
+    /// Each slot's words by field (empty for a removed slot).
+    slot_terms: Vec<SlotTerms>,
     /// Each slot's server as a number (`NO_SERVER` for tools without one), and the numbers given.
     slot_servers: Vec<u32>,
     server_numbers: HashMap<String, u32>,
 }
 
 const NO_SERVER: u32 = u32::MAX;
-
-/// For every indexed word, how many live tools hold it in each field, stemmed and raw. Checked
-/// before touching tantivy's term dictionaries: most query words occur in few fields, and a hash
-/// lookup is far cheaper than a dictionary lookup that finds nothing.
-#[derive(Default)]
-struct Vocabulary {
-    counts: HashMap<String, [u32; 2 * FIELD_COUNT]>,
-}
-
-impl Vocabulary {
-    fn slot(field: Field, raw: bool) -> usize {
-        field as usize + if raw { FIELD_COUNT } else { 0 }
-    }
-
-    fn update(&mut self, analyzed: &AnalyzedTool, add: bool) {
-        for field in Field::ALL {
-            let tokens = &analyzed.fields[field as usize];
-            let mut seen: HashSet<(&str, bool)> = HashSet::new();
-            for token in tokens {
-                for (text, raw) in [(token.stem.as_str(), false), (token.raw.as_str(), true)] {
-                    if !seen.insert((text, raw)) {
-                        continue;
-                    }
-                    let counts = self
-                        .counts
-                        .entry(text.to_string())
-                        .or_insert([0; 2 * FIELD_COUNT]);
-                    let cell = &mut counts[Self::slot(field, raw)];
-                    *cell = if add {
-                        *cell + 1
-                    } else {
-                        cell.saturating_sub(1)
-                    };
-                }
-            }
-            if !add {
-                for token in tokens {
-                    for text in [&token.stem, &token.raw] {
-                        if self
-                            .counts
-                            .get(text)
-                            .is_some_and(|c| c.iter().all(|&n| n == 0))
-                        {
-                            self.counts.remove(text);
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn contains(&self, text: &str, field: Field, raw: bool) -> bool {
-        self.counts
-            .get(text)
-            .is_some_and(|c| c[Self::slot(field, raw)] > 0)
-    }
-}
 
 impl std::fmt::Debug for ToolIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -290,14 +236,23 @@ impl std::fmt::Debug for ToolIndex {
 impl ToolIndex {
     pub fn new() -> Result<Self> {
         let mut builder = Schema::builder();
-        let text = TextOptions::default().set_indexing_options(
-            TextFieldIndexing::default()
-                .set_tokenizer("raw")
-                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
-        );
-        let stemmed = Field::ALL.map(|f| builder.add_text_field(f.as_str(), text.clone()));
-        let raw = Field::ALL
-            .map(|f| builder.add_text_field(&format!("{}_raw", f.as_str()), text.clone()));
+        let text = |record| {
+            TextOptions::default().set_indexing_options(
+                TextFieldIndexing::default()
+                    .set_tokenizer("raw")
+                    .set_index_option(record),
+            )
+        };
+        // Phrases and proximity read positions of stems only; the raw forms only need counts.
+        let stemmed = Field::ALL.map(|f| {
+            builder.add_text_field(f.as_str(), text(IndexRecordOption::WithFreqsAndPositions))
+        });
+        let raw = Field::ALL.map(|f| {
+            builder.add_text_field(
+                &format!("{}_raw", f.as_str()),
+                text(IndexRecordOption::WithFreqs),
+            )
+        });
         let slot = builder.add_u64_field("slot", NumericOptions::default().set_fast());
         let server_key = builder.add_text_field("server_key", STRING);
         let index = Index::create_in_ram(builder.build());
@@ -330,6 +285,7 @@ impl ToolIndex {
             by_server: HashMap::new(),
             by_name: HashMap::new(),
             vocabulary: Vocabulary::default(),
+            slot_terms: Vec::new(),
             slot_servers: Vec::new(),
             server_numbers: HashMap::new(),
         })
@@ -424,8 +380,8 @@ impl ToolIndex {
         for slot in slots {
             if let Some(tool) = self.slots[slot as usize].take() {
                 self.live -= 1;
-                self.vocabulary
-                    .update(&AnalyzedTool::new(&self.analyzer, &tool), false);
+                let terms = std::mem::take(&mut self.slot_terms[slot as usize]);
+                self.vocabulary.remove(&terms);
                 if let Some(named) = self.by_name.get_mut(&tool.name.to_lowercase()) {
                     named.retain(|&s| s != slot);
                     if named.is_empty() {
@@ -443,20 +399,17 @@ impl ToolIndex {
         let slot = u32::try_from(self.slots.len())
             .map_err(|_| Error::Index("more than 4 billion tool slots".into()))?;
         let analyzed = AnalyzedTool::new(&self.analyzer, &tool);
-        self.vocabulary.update(&analyzed, true);
+        let terms = self.vocabulary.add(&analyzed)?;
         let mut doc = TantivyDocument::new();
         let mut lengths = [0u16; FIELD_COUNT];
-        for field in Field::ALL {
-            let tokens = &analyzed.fields[field as usize];
+        for (field, tokens) in Field::ALL.into_iter().zip(analyzed.fields) {
             lengths[field as usize] = u16::try_from(tokens.len()).unwrap_or(u16::MAX);
             if tokens.is_empty() {
                 continue;
             }
-            doc.add_pre_tokenized_text(
-                self.fields.stemmed[field as usize],
-                pretokenized(tokens, false),
-            );
-            doc.add_pre_tokenized_text(self.fields.raw[field as usize], pretokenized(tokens, true));
+            let (stems, raws) = pretokenized(tokens);
+            doc.add_pre_tokenized_text(self.fields.stemmed[field as usize], stems);
+            doc.add_pre_tokenized_text(self.fields.raw[field as usize], raws);
         }
         doc.add_u64(self.fields.slot, u64::from(slot));
         doc.add_text(self.fields.server_key, &tool.server);
@@ -483,6 +436,7 @@ impl ToolIndex {
         };
         self.slot_servers.push(server);
         self.slots.push(Some(tool));
+        self.slot_terms.push(terms);
         self.lengths.push(lengths);
         self.live += 1;
         Ok(())
@@ -550,8 +504,7 @@ impl ToolIndex {
                 let mut doc = postings.doc();
                 while doc != TERMINATED {
                     if segment.alive.as_ref().is_none_or(|a| a.is_alive(doc)) {
-                        if let Some(slot) = segment.slots.first(doc) {
-                            let slot = slot as u32;
+                        if let Some(&slot) = segment.slots.get(doc as usize) {
                             let len = f32::from(self.lengths[slot as usize][f]);
                             let norm = 1.0 - b + b * len / averages[f];
                             scratch.add(slot, source.weight * postings.term_freq() as f32 / norm);
@@ -623,8 +576,8 @@ impl ToolIndex {
                 }
                 let alive = segment.alive.as_ref().is_none_or(|a| a.is_alive(doc));
                 if alive && starts.is_some_and(|s| !s.is_empty()) {
-                    if let Some(slot) = segment.slots.first(doc) {
-                        found.push(slot as u32);
+                    if let Some(&slot) = segment.slots.get(doc as usize) {
+                        found.push(slot);
                     }
                 }
                 doc = lists[0].advance();
@@ -673,8 +626,8 @@ impl ToolIndex {
                     .iter()
                     .any(|&x| pb.iter().any(|&y| y > x && y - x <= window));
                 if near && segment.alive.as_ref().is_none_or(|al| al.is_alive(doc)) {
-                    if let Some(slot) = segment.slots.first(doc) {
-                        found.push(slot as u32);
+                    if let Some(&slot) = segment.slots.get(doc as usize) {
+                        found.push(slot);
                     }
                 }
                 doc = a.advance();
@@ -713,15 +666,18 @@ impl ToolIndex {
     }
 
     /// Every distinct raw-form word of `fields`, once.
-    pub fn for_each_term(&self, fields: &[Field], mut visit: impl FnMut(&str)) {
-        for (text, counts) in &self.vocabulary.counts {
-            if fields
-                .iter()
-                .any(|&f| counts[Vocabulary::slot(f, true)] > 0)
-            {
-                visit(text);
-            }
-        }
+    pub fn for_each_term(&self, fields: &[Field], visit: impl FnMut(&str)) {
+        self.vocabulary.for_each_raw(fields, visit);
+    }
+
+    /// The number the index gives a word, if a tool ever held it.
+    pub fn term_id(&self, text: &str) -> Option<u32> {
+        self.vocabulary.id(text)
+    }
+
+    /// A slot's words by field (empty for a removed slot).
+    pub fn slot_terms(&self, slot: u32) -> Option<&SlotTerms> {
+        self.slot_terms.get(slot as usize)
     }
 }
 
@@ -741,7 +697,7 @@ impl Snapshot {
                 .map(|&f| segment.inverted_index(f))
                 .collect::<tantivy::Result<Vec<_>>>()?;
             segments.push(SegmentView {
-                slots: segment.fast_fields().u64("slot")?,
+                slots: doc_slots(segment)?,
                 stemmed,
                 raw,
                 alive: segment.alive_bitset().cloned(),
@@ -754,6 +710,18 @@ impl Snapshot {
     }
 }
 
+fn doc_slots(segment: &tantivy::SegmentReader) -> Result<Vec<u32>> {
+    let column = segment.fast_fields().u64("slot")?;
+    (0..segment.max_doc())
+        .map(|doc| {
+            let slot = column
+                .first(doc)
+                .ok_or_else(|| Error::Index(format!("document {doc} has no slot number")))?;
+            u32::try_from(slot).map_err(|_| Error::Index(format!("slot {slot} out of range")))
+        })
+        .collect()
+}
+
 /// `DocSet::seek` requires a target at or past the current document; a list that is already
 /// further along simply stays where it is.
 fn seek_forward<D: DocSet>(docs: &mut D, target: tantivy::DocId) -> tantivy::DocId {
@@ -764,18 +732,24 @@ fn seek_forward<D: DocSet>(docs: &mut D, target: tantivy::DocId) -> tantivy::Doc
     }
 }
 
-fn pretokenized(tokens: &[Token], raw: bool) -> PreTokenizedString {
-    PreTokenizedString {
-        text: String::new(),
-        tokens: tokens
-            .iter()
-            .map(|t| TantivyToken {
-                offset_from: t.offset_from,
-                offset_to: t.offset_to,
-                position: t.position as usize,
-                text: if raw { t.raw.clone() } else { t.stem.clone() },
-                position_length: 1,
-            })
-            .collect(),
+/// The stemmed and the raw form of a field's tokens, as tantivy takes them (the strings move).
+fn pretokenized(tokens: Vec<Token>) -> (PreTokenizedString, PreTokenizedString) {
+    let mut stems = Vec::with_capacity(tokens.len());
+    let mut raws = Vec::with_capacity(tokens.len());
+    for t in tokens {
+        let token = |text| TantivyToken {
+            offset_from: t.offset_from,
+            offset_to: t.offset_to,
+            position: t.position as usize,
+            text,
+            position_length: 1,
+        };
+        stems.push(token(t.stem));
+        raws.push(token(t.raw));
     }
+    let wrap = |tokens| PreTokenizedString {
+        text: String::new(),
+        tokens,
+    };
+    (wrap(stems), wrap(raws))
 }

@@ -156,24 +156,23 @@ impl Evaluator<'_> {
             .iter()
             .map(|&s| hits.scores[s as usize])
             .fold(0.0, f32::max);
-        let used: HashSet<&str> = self.seen.iter().map(|(stem, _)| stem.as_str()).collect();
+        let mut used: Vec<u32> = self
+            .seen
+            .iter()
+            .filter_map(|(stem, _)| self.index.term_id(stem))
+            .collect();
+        used.sort_unstable();
         for slot in top {
-            let Some(tool) = self.index.tool(slot) else {
+            let Some(words) = self.index.slot_terms(slot) else {
                 continue;
             };
-            let words: Vec<_> = self
-                .index
-                .analyzer()
-                .tokens(&tool.name)
-                .into_iter()
-                .filter(|t| !is_stopword(&t.raw) && !t.raw.chars().all(|c| c.is_ascii_digit()))
-                .collect();
+            let words = words.name_words();
             if words.is_empty() {
                 continue;
             }
             let covered = words
                 .iter()
-                .filter(|t| used.contains(t.stem.as_str()))
+                .filter(|id| used.binary_search(id).is_ok())
                 .count();
             let coverage = covered as f32 / words.len() as f32;
             hits.scores[slot as usize] += self.config.name_coverage * coverage * best;

@@ -10,6 +10,7 @@ pub mod index;
 mod keyword;
 pub mod query;
 mod synonyms;
+mod terms;
 
 pub use config::{FieldParams, SearchConfig};
 pub use filter::{Filters, NamePattern};
@@ -258,11 +259,13 @@ impl SearchEngine {
         };
         let retrieved = candidates.len();
         self.apply_exact_bonus(query, &mut candidates);
-        candidates.retain(|c| {
-            self.index
-                .tool(c.slot)
-                .is_some_and(|t| request.filters.matches(t))
-        });
+        if !request.filters.is_empty() {
+            candidates.retain(|c| {
+                self.index
+                    .tool(c.slot)
+                    .is_some_and(|t| request.filters.matches(t))
+            });
+        }
         let threshold = request.threshold.unwrap_or(self.config.threshold);
         candidates.retain(|c| c.exact || c.score >= threshold);
         let after_threshold = candidates.len();
@@ -271,6 +274,7 @@ impl SearchEngine {
             candidates.retain(|c| c.exact || c.score >= best * band);
         }
         let total_matches = candidates.len();
+        let explained = explain::resolve(&self.index, &terms);
         self.sort_page(
             &mut candidates,
             request.offset.saturating_add(request.limit),
@@ -289,7 +293,7 @@ impl SearchEngine {
                 } else {
                     match &regex {
                         Some(regex) => explain::regex_fields(regex, &tool),
-                        None => explain::matched_on(self.index.analyzer(), &tool, &terms),
+                        None => explain::matched_on(&self.index, c.slot, &explained),
                     }
                 };
                 Some(SearchHit {
