@@ -3,14 +3,18 @@
 
 /// How similar `word` (as typed) is to `candidate` (a catalog word), in 0..1; `None` when not close.
 pub fn similarity(word: &str, candidate: &str) -> Option<f32> {
-    if word == candidate || word.chars().count() < 3 || candidate.chars().count() < 2 {
+    let (word_len, candidate_len) = (word.chars().count(), candidate.chars().count());
+    if word == candidate || word_len < 3 || candidate_len < 2 {
         return None;
     }
-    let len = word.chars().count().max(candidate.chars().count());
-    let max_edits = if word.chars().count() <= 5 { 1 } else { 2 };
-    let distance = strsim::damerau_levenshtein(word, candidate);
-    if distance <= max_edits {
-        return Some(1.0 - distance as f32 / len as f32);
+    let max_edits = if word_len <= 5 { 1 } else { 2 };
+    // Lengths further apart than the edits allowed cannot be within them: this runs against
+    // the whole vocabulary, and most words are ruled out here without computing a distance.
+    if word_len.abs_diff(candidate_len) <= max_edits {
+        let distance = strsim::damerau_levenshtein(word, candidate);
+        if distance <= max_edits {
+            return Some(1.0 - distance as f32 / word_len.max(candidate_len) as f32);
+        }
     }
     if candidate.starts_with(word) {
         return Some(0.5 + 0.4 * word.len() as f32 / candidate.len() as f32);

@@ -20,7 +20,7 @@ use tantivy::schema::{
     Field as TantivyField, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing,
     TextOptions, STRING,
 };
-use tantivy::tokenizer::{PreTokenizedString, Token as TantivyToken};
+use tantivy::tokenizer::{Token as TantivyToken, TokenStream, Tokenizer};
 use tantivy::{
     DocSet, Index, IndexReader, IndexWriter, InvertedIndexReader, ReloadPolicy, Searcher,
     TantivyDocument, Term, TERMINATED,
@@ -239,7 +239,7 @@ impl ToolIndex {
         let text = |record| {
             TextOptions::default().set_indexing_options(
                 TextFieldIndexing::default()
-                    .set_tokenizer("raw")
+                    .set_tokenizer(SPACED_TOKENIZER)
                     .set_index_option(record),
             )
         };
@@ -256,6 +256,9 @@ impl ToolIndex {
         let slot = builder.add_u64_field("slot", NumericOptions::default().set_fast());
         let server_key = builder.add_text_field("server_key", STRING);
         let index = Index::create_in_ram(builder.build());
+        index
+            .tokenizers()
+            .register(SPACED_TOKENIZER, SpacedTokenizer::default());
         let writer: IndexWriter = index.writer_with_num_threads(1, 50_000_000)?;
         // Segments are merged on our own schedule (see `maybe_merge`), never in the background.
         writer.set_merge_policy(Box::new(NoMergePolicy));
@@ -402,14 +405,20 @@ impl ToolIndex {
         let terms = self.vocabulary.add(&analyzed)?;
         let mut doc = TantivyDocument::new();
         let mut lengths = [0u16; FIELD_COUNT];
-        for (field, tokens) in Field::ALL.into_iter().zip(analyzed.fields) {
+        for field in Field::ALL {
+            let tokens = &analyzed.fields[field as usize];
             lengths[field as usize] = u16::try_from(tokens.len()).unwrap_or(u16::MAX);
             if tokens.is_empty() {
                 continue;
             }
-            let (stems, raws) = pretokenized(tokens);
-            doc.add_pre_tokenized_text(self.fields.stemmed[field as usize], stems);
-            doc.add_pre_tokenized_text(self.fields.raw[field as usize], raws);
+            doc.add_text(
+                self.fields.stemmed[field as usize],
+                spaced_text(tokens, |t| &t.stem),
+            );
+            doc.add_text(
+                self.fields.raw[field as usize],
+                spaced_text(tokens, |t| &t.raw),
+            );
         }
         doc.add_u64(self.fields.slot, u64::from(slot));
         doc.add_text(self.fields.server_key, &tool.server);
@@ -732,24 +741,114 @@ fn seek_forward<D: DocSet>(docs: &mut D, target: tantivy::DocId) -> tantivy::Doc
     }
 }
 
-/// The stemmed and the raw form of a field's tokens, as tantivy takes them (the strings move).
-fn pretokenized(tokens: Vec<Token>) -> (PreTokenizedString, PreTokenizedString) {
-    let mut stems = Vec::with_capacity(tokens.len());
-    let mut raws = Vec::with_capacity(tokens.len());
-    for t in tokens {
-        let token = |text| TantivyToken {
-            offset_from: t.offset_from,
-            offset_to: t.offset_to,
-            position: t.position as usize,
-            text,
-            position_length: 1,
-        };
-        stems.push(token(t.stem));
-        raws.push(token(t.raw));
+/// A field's tokens in one form, as the text handed to tantivy: the tokens joined by spaces, with
+/// an empty piece for every position skipped (stopwords, the gap between two values), so that
+/// [`SpacedTokenizer`] reads back the same tokens at the same positions. Tokens never hold a
+/// space: analysis splits on everything but letters and digits.
+fn spaced_text<'t>(tokens: &'t [Token], form: impl Fn(&'t Token) -> &'t str) -> String {
+    let mut out = String::new();
+    let mut pieces = 0u32;
+    for token in tokens {
+        while pieces <= token.position {
+            if pieces > 0 {
+                out.push(' ');
+            }
+            if pieces == token.position {
+                out.push_str(form(token));
+            }
+            pieces += 1;
+        }
     }
-    let wrap = |tokens| PreTokenizedString {
-        text: String::new(),
-        tokens,
-    };
-    (wrap(stems), wrap(raws))
+    out
+}
+
+/// The name the index's schema gives [`SpacedTokenizer`].
+const SPACED_TOKENIZER: &str = "toolsearch_spaced";
+
+/// Reads back [`spaced_text`]: one token per non-empty piece, its position the piece's number.
+///
+/// Analysis runs once, on the caller's side, for the index and for each tool's word list alike;
+/// the text tantivy tokenizes on its indexing thread is already analysed. (Pre-tokenized values
+/// would do the same, but tantivy stores them in a document as JSON and parses them back, which
+/// cost more than the analysis itself.)
+#[derive(Clone, Default)]
+struct SpacedTokenizer {
+    token: TantivyToken,
+}
+
+struct SpacedTokens<'a> {
+    text: &'a str,
+    pieces: std::str::Split<'a, char>,
+    next_position: usize,
+    token: &'a mut TantivyToken,
+}
+
+impl Tokenizer for SpacedTokenizer {
+    type TokenStream<'a> = SpacedTokens<'a>;
+
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> SpacedTokens<'a> {
+        self.token.reset();
+        SpacedTokens {
+            text,
+            pieces: text.split(' '),
+            next_position: 0,
+            token: &mut self.token,
+        }
+    }
+}
+
+impl TokenStream for SpacedTokens<'_> {
+    fn advance(&mut self) -> bool {
+        for piece in self.pieces.by_ref() {
+            let position = self.next_position;
+            self.next_position += 1;
+            if piece.is_empty() {
+                continue;
+            }
+            let offset = piece.as_ptr() as usize - self.text.as_ptr() as usize;
+            self.token.text.clear();
+            self.token.text.push_str(piece);
+            self.token.position = position;
+            self.token.offset_from = offset;
+            self.token.offset_to = offset + piece.len();
+            return true;
+        }
+        false
+    }
+
+    fn token(&self) -> &TantivyToken {
+        self.token
+    }
+
+    fn token_mut(&mut self) -> &mut TantivyToken {
+        self.token
+    }
+}
+
+#[cfg(test)]
+mod spaced_tests {
+    use super::*;
+
+    #[test]
+    fn spaced_text_round_trips_tokens_and_positions() {
+        let analyzer = Analyzer::new();
+        let tokens = multi_value(
+            [
+                analyzer.content_tokens("Lists the files of a folder"),
+                analyzer.tokens("maxResults"),
+            ]
+            .into_iter(),
+        );
+        let text = spaced_text(&tokens, |t| &t.raw);
+        let mut tokenizer = SpacedTokenizer::default();
+        let mut stream = tokenizer.token_stream(&text);
+        let mut read = Vec::new();
+        while let Some(token) = stream.next() {
+            read.push((token.text.clone(), token.position as u32));
+        }
+        let expected: Vec<(String, u32)> =
+            tokens.iter().map(|t| (t.raw.clone(), t.position)).collect();
+        assert_eq!(read, expected);
+        assert_eq!(read[1], ("files".to_string(), 2));
+    }
 }
