@@ -52,6 +52,10 @@ pub struct SearchBenchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// Change one search setting of the toolsearch ranker (repeatable), as `eval --set` does, to
+    /// see what a ranking feature costs, e.g. `--set proximity=0`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    settings: Vec<String>,
     /// Measure one size with one ranker in this process and print one JSON line (internal).
     #[arg(long, hide = true)]
     one_size: Option<usize>,
@@ -106,6 +110,8 @@ struct RankerLatency {
 }
 
 pub fn run(args: SearchBenchArgs) -> Result<()> {
+    // Settings are checked here, before any child runs, so a typo fails fast.
+    search_config(&args)?;
     if let Some(size) = args.one_size {
         let measurement = measure(&args, size)?;
         println!("{}", serde_json::to_string(&measurement)?);
@@ -175,6 +181,9 @@ fn child(exe: &Path, args: &SearchBenchArgs, size: usize, ranker: &str) -> Resul
     if let Some(queries) = &args.queries {
         command.arg("--queries").arg(queries);
     }
+    for setting in &args.settings {
+        command.args(["--set", setting]);
+    }
     let output = command
         .output()
         .with_context(|| format!("running {} for {size} tools", exe.display()))?;
@@ -188,6 +197,17 @@ fn child(exe: &Path, args: &SearchBenchArgs, size: usize, ranker: &str) -> Resul
     let line = stdout.lines().last().unwrap_or_default();
     serde_json::from_str(line)
         .with_context(|| format!("reading the measurement of {ranker} at {size} tools: {line}"))
+}
+
+fn search_config(args: &SearchBenchArgs) -> Result<SearchConfig> {
+    let mut config = SearchConfig::default();
+    for setting in &args.settings {
+        let (key, value) = setting
+            .split_once('=')
+            .ok_or_else(|| BadInput(format!("--set {setting}: expected KEY=VALUE")))?;
+        config.set(key.trim(), value.trim())?;
+    }
+    Ok(config)
 }
 
 /// The catalog and queries of one size, built the same way in every child.
@@ -296,7 +316,7 @@ fn catalog_json_bytes(tools: &[Tool]) -> Result<u64> {
         name: &'a str,
         description: &'a str,
         #[serde(rename = "inputSchema")]
-        input_schema: &'a serde_json::Value,
+        input_schema: &'a toolsearch_core::ToolSchema,
     }
     struct Counter(u64);
     impl std::io::Write for Counter {
@@ -373,7 +393,7 @@ fn measure(args: &SearchBenchArgs, size: usize) -> Result<Measurement> {
     if kind == RankerKind::Toolsearch {
         let started = Instant::now();
         let catalog = Catalog::from_tools(tools)?;
-        let mut engine = SearchEngine::from_catalog(catalog, SearchConfig::default())?;
+        let mut engine = SearchEngine::from_catalog(catalog, search_config(args)?)?;
         m.build_ms = ms(started);
         let (latencies, errors) = time_queries(&queries, |q| {
             engine.search(&SearchRequest::new(q).limit(LIMIT)).is_ok()
@@ -391,7 +411,7 @@ fn measure(args: &SearchBenchArgs, size: usize) -> Result<Measurement> {
         m.replace_server_max_ms = Some(max);
     } else {
         let started = Instant::now();
-        let ranker = kind.build(&tools, &SearchConfig::default())?;
+        let ranker = kind.build(&tools, &search_config(args)?)?;
         m.build_ms = ms(started);
         drop(tools);
         let (latencies, errors) = time_queries(&queries, |q| ranker.rank(q, LIMIT).is_ok());

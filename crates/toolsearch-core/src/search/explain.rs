@@ -1,6 +1,6 @@
 //! `matched_on`: which fields of a result matched which query terms.
 
-use super::index::{Field, ToolIndex};
+use super::index::{Field, ToolIndex, FIELD_COUNT};
 use super::terms::{RAW, STEM};
 use super::MatchedOn;
 use crate::tool::Tool;
@@ -51,26 +51,28 @@ pub fn matched_on(index: &ToolIndex, slot: u32, terms: &[ResolvedTerm]) -> Vec<M
     let Some(words) = index.slot_terms(slot) else {
         return Vec::new();
     };
-    let mut out = Vec::new();
-    for field in Field::ALL {
-        let mut matched: Vec<String> = Vec::new();
-        for resolved in terms.iter().filter(|t| t.term.fields.contains(&field)) {
-            let hit = resolved
-                .forms
-                .iter()
-                .any(|&(id, form)| words.holds(id, field, form));
-            if hit && !matched.contains(&resolved.term.label) {
+    let mut by_field: [Vec<String>; FIELD_COUNT] = Default::default();
+    for resolved in terms {
+        let held = resolved
+            .forms
+            .iter()
+            .fold(0u8, |acc, &(id, form)| acc | words.fields_holding(id, form));
+        for &field in resolved.term.fields {
+            let matched = &mut by_field[field as usize];
+            if held & (1 << field as u8) != 0 && !matched.contains(&resolved.term.label) {
                 matched.push(resolved.term.label.clone());
             }
         }
-        if !matched.is_empty() {
-            out.push(MatchedOn {
-                field: field.as_str(),
-                terms: matched,
-            });
-        }
     }
-    out
+    Field::ALL
+        .into_iter()
+        .zip(by_field)
+        .filter(|(_, terms)| !terms.is_empty())
+        .map(|(field, terms)| MatchedOn {
+            field: field.as_str(),
+            terms,
+        })
+        .collect()
 }
 
 const REGEX_FIELD_WEIGHTS: [(Field, f32); 3] = [

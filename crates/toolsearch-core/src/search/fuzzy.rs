@@ -11,7 +11,9 @@ pub fn similarity(word: &str, candidate: &str) -> Option<f32> {
     // Lengths further apart than the edits allowed cannot be within them: this runs against
     // the whole vocabulary, and most words are ruled out here without computing a distance.
     if word_len.abs_diff(candidate_len) <= max_edits {
-        let distance = strsim::damerau_levenshtein(word, candidate);
+        // Optimal string alignment: Damerau-Levenshtein without editing a substring twice, which
+        // for one or two edits finds the same typos and needs no per-call hash map.
+        let distance = strsim::osa_distance(word, candidate);
         if distance <= max_edits {
             return Some(1.0 - distance as f32 / word_len.max(candidate_len) as f32);
         }

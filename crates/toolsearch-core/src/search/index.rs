@@ -15,7 +15,7 @@ use crate::tool::Tool;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use tantivy::indexer::NoMergePolicy;
-use tantivy::postings::Postings;
+use tantivy::postings::{BlockSegmentPostings, Postings};
 use tantivy::schema::{
     Field as TantivyField, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing,
     TextOptions, STRING,
@@ -121,10 +121,10 @@ fn multi_value(values: impl Iterator<Item = Vec<Token>>) -> Vec<Token> {
 
 /// One posting list to read for a scoring term: a field in stemmed or raw form, a term, a weight.
 #[derive(Debug, Clone)]
-pub struct Source {
+pub struct Source<'a> {
     pub field: Field,
     pub raw: bool,
-    pub text: String,
+    pub text: &'a str,
     pub weight: f32,
 }
 
@@ -483,17 +483,18 @@ impl ToolIndex {
     pub fn score_term(
         &self,
         config: &SearchConfig,
-        sources: &[Source],
+        sources: &[Source<'_>],
         scratch: &mut Hits,
         out: &mut Hits,
         weight: f32,
     ) -> Result<(f32, usize)> {
         let averages = Field::ALL.map(|f| self.average_length(f));
+        let mut readers: [Option<BlockSegmentPostings>; 2] = [None, None];
         for segment in &self.snapshot.segments {
             for source in sources {
                 if !self
                     .vocabulary
-                    .contains(&source.text, source.field, source.raw)
+                    .contains(source.text, source.field, source.raw)
                 {
                     continue;
                 }
@@ -503,23 +504,39 @@ impl ToolIndex {
                 } else {
                     (&segment.stemmed[f], self.fields.stemmed[f])
                 };
-                let term = Term::from_field_text(tantivy_field, &source.text);
-                let Some(mut postings) =
-                    inverted.read_postings(&term, IndexRecordOption::WithFreqs)?
-                else {
+                let term = Term::from_field_text(tantivy_field, source.text);
+                let Some(info) = inverted.get_term_info(&term)? else {
                     continue;
                 };
+                // Whole blocks of (document, frequency) at a time: cheaper to walk than a
+                // document-at-a-time cursor, and scoring needs nothing else. One reader per
+                // record option (positions change the skip data) is reset from term to term
+                // rather than opened anew.
+                let block =
+                    match &mut readers[usize::from(source.raw)] {
+                        Some(block) => {
+                            inverted.reset_block_postings_from_terminfo(&info, block)?;
+                            block
+                        }
+                        empty => empty.insert(inverted.read_block_postings_from_terminfo(
+                            &info,
+                            IndexRecordOption::WithFreqs,
+                        )?),
+                    };
                 let b = config.field(source.field).b;
-                let mut doc = postings.doc();
-                while doc != TERMINATED {
-                    if segment.alive.as_ref().is_none_or(|a| a.is_alive(doc)) {
+                let average = averages[f];
+                while !block.docs().is_empty() {
+                    for (&doc, &freq) in block.docs().iter().zip(block.freqs()) {
+                        if segment.alive.as_ref().is_some_and(|a| !a.is_alive(doc)) {
+                            continue;
+                        }
                         if let Some(&slot) = segment.slots.get(doc as usize) {
                             let len = f32::from(self.lengths[slot as usize][f]);
-                            let norm = 1.0 - b + b * len / averages[f];
-                            scratch.add(slot, source.weight * postings.term_freq() as f32 / norm);
+                            let norm = 1.0 - b + b * len / average;
+                            scratch.add(slot, source.weight * freq as f32 / norm);
                         }
                     }
-                    doc = postings.advance();
+                    block.advance();
                 }
             }
         }

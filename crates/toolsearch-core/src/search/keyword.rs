@@ -95,6 +95,18 @@ fn aggregate_servers(index: &ToolIndex, share: f32, hits: &mut Hits) {
     }
 }
 
+/// The `k`-th largest of `values` (`f32::MIN` when there are fewer): selecting over plain floats
+/// is far cheaper than over slots compared through the score array.
+pub fn kth_largest(values: impl Iterator<Item = f32>, k: usize) -> f32 {
+    let mut values: Vec<f32> = values.collect();
+    if k == 0 || values.len() < k {
+        return f32::MIN;
+    }
+    *values
+        .select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a))
+        .1
+}
+
 struct Evaluator<'a> {
     index: &'a ToolIndex,
     config: &'a SearchConfig,
@@ -145,13 +157,17 @@ impl Evaluator<'_> {
     /// the best candidates gain in proportion to how much of their name the query covers.
     fn reward_name_coverage(&self, hits: &mut Hits) {
         const CANDIDATES: usize = 100;
-        let mut top: Vec<u32> = hits.touched.clone();
-        if top.len() > CANDIDATES {
-            top.select_nth_unstable_by(CANDIDATES, |a, b| {
-                hits.scores[*b as usize].total_cmp(&hits.scores[*a as usize])
-            });
-            top.truncate(CANDIDATES);
-        }
+        // The candidates are those scoring at least the 100th best score (ties included).
+        let cutoff = kth_largest(
+            hits.touched.iter().map(|&slot| hits.scores[slot as usize]),
+            CANDIDATES,
+        );
+        let top: Vec<u32> = hits
+            .touched
+            .iter()
+            .copied()
+            .filter(|&slot| hits.scores[slot as usize] >= cutoff)
+            .collect();
         let best = top
             .iter()
             .map(|&s| hits.scores[s as usize])
@@ -299,13 +315,13 @@ impl Evaluator<'_> {
             sources.push(Source {
                 field,
                 raw: false,
-                text: token.stem.clone(),
+                text: &token.stem,
                 weight,
             });
             sources.push(Source {
                 field,
                 raw: true,
-                text: token.raw.clone(),
+                text: &token.raw,
                 weight: weight * self.config.exact_form_boost,
             });
         }
@@ -323,7 +339,7 @@ impl Evaluator<'_> {
                     .map(|&field| Source {
                         field,
                         raw: false,
-                        text: synonym.clone(),
+                        text: synonym,
                         weight: self.config.field(field).weight,
                     })
                     .collect();
@@ -391,7 +407,7 @@ impl Evaluator<'_> {
             .map(|&field| Source {
                 field,
                 raw: true,
-                text: word.to_string(),
+                text: word,
                 weight: self.config.field(field).weight * (1.0 + self.config.exact_form_boost),
             })
             .collect();

@@ -366,12 +366,21 @@ impl SearchEngine {
                 .then_with(|| name(a.slot).cmp(&name(b.slot)))
         };
         if keep < candidates.len() {
-            if keep > 0 {
-                candidates.select_nth_unstable_by(keep - 1, order);
-            }
-            candidates.truncate(keep);
+            // Exact names always make the page; the rest need the keep-th best score (ties kept
+            // here, cut after sorting).
+            let exact = candidates.iter().filter(|c| c.exact).count();
+            let cutoff = if keep <= exact {
+                f32::INFINITY
+            } else {
+                keyword::kth_largest(
+                    candidates.iter().filter(|c| !c.exact).map(|c| c.score),
+                    keep - exact,
+                )
+            };
+            candidates.retain(|c| c.exact || c.score >= cutoff);
         }
         candidates.sort_by(order);
+        candidates.truncate(keep);
     }
 
     fn regex_candidates(&self, pattern: &str) -> Result<(Vec<Candidate>, regex::Regex)> {

@@ -154,7 +154,21 @@ impl SlotTerms {
         }
     }
 
+    /// The fields (bit `1 << field`) where the tool holds word `id` in one of the forms of `forms`.
+    pub fn fields_holding(&self, id: u32, forms: u32) -> u8 {
+        let entries = self.entries();
+        let start = entries.partition_point(|e| e >> ID_SHIFT < id);
+        let mut fields = 0u8;
+        for &entry in entries[start..].iter().take_while(|e| *e >> ID_SHIFT == id) {
+            if entry & forms != 0 {
+                fields |= 1 << ((entry >> FORM_BITS) & ((1 << FIELD_BITS) - 1));
+            }
+        }
+        fields
+    }
+
     /// Whether the tool holds word `id` in `field` in one of the forms of `forms` (`STEM`, `RAW`).
+    #[cfg(test)]
     pub fn holds(&self, id: u32, field: Field, forms: u32) -> bool {
         let key = id << FIELD_BITS | field as u32;
         let entries = self.entries();
@@ -186,6 +200,11 @@ mod tests {
         assert!(terms.holds(id("file"), Field::Description, STEM));
         assert!(!terms.holds(id("file"), Field::Name, STEM | RAW));
         assert!(terms.holds(id("drive"), Field::Server, STEM | RAW));
+        assert_eq!(
+            terms.fields_holding(id("document"), STEM | RAW),
+            1 << Field::Name as u8
+        );
+        assert_eq!(terms.fields_holding(id("document"), RAW), 0);
         // "the" is a stopword: descriptions drop it, and name coverage ignores it.
         assert_eq!(vocabulary.id("the"), None);
         assert_eq!(terms.name_words(), &[id("get"), id("document")]);
