@@ -8,7 +8,7 @@ pub mod tool;
 
 pub use catalog::Catalog;
 pub use error::{Error, Result};
-pub use tool::{DeferPolicy, Tool, ToolId, DEFAULT_SEPARATOR};
+pub use tool::{DeferPolicy, Tool, ToolId, ToolSchema, DEFAULT_SEPARATOR};
 pub mod search;
 
 pub use search::{

@@ -1,8 +1,11 @@
 //! The one model of a tool that every part of the engine shares.
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 use std::fmt;
+use std::sync::OnceLock;
 
 /// The separator between server and tool name in a public (namespaced) name.
 pub const DEFAULT_SEPARATOR: &str = "___";
@@ -68,8 +71,8 @@ pub struct Tool {
     pub name: String,
     #[serde(default)]
     pub description: String,
-    #[serde(rename = "inputSchema", default = "empty_object_schema")]
-    pub input_schema: Value,
+    #[serde(rename = "inputSchema", default)]
+    pub input_schema: ToolSchema,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub category: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -92,7 +95,7 @@ impl Tool {
             server: String::new(),
             name: name.into(),
             description: description.into(),
-            input_schema: empty_object_schema(),
+            input_schema: ToolSchema::default(),
             category: None,
             tags: Vec::new(),
             defer: DeferPolicy::Automatic,
@@ -106,7 +109,7 @@ impl Tool {
     }
 
     pub fn with_schema(mut self, schema: Value) -> Self {
-        self.input_schema = schema;
+        self.input_schema = ToolSchema::from_value(schema);
         self
     }
 
@@ -139,31 +142,333 @@ impl Tool {
 
     /// The schema's parameters as (name, description) pairs, top level and nested objects alike.
     pub fn parameters(&self) -> Vec<(String, String)> {
-        let mut out = Vec::new();
-        collect_parameters(&self.input_schema, &mut out, 0);
-        out
+        self.input_schema.parameters()
     }
 }
 
-fn collect_parameters(schema: &Value, out: &mut Vec<(String, String)>, depth: usize) {
-    // Deeply nested schemas add noise, not signal; two levels cover real tools.
-    if depth > 2 {
-        return;
+/// A tool's input schema, held as its compact JSON text.
+///
+/// A parsed `Value` tree (an `IndexMap` per object) takes several times the memory of its text,
+/// and a large catalog is mostly schemas that are only ever written back out. So the text is kept
+/// and parsed on demand ([`ToolSchema::to_value`]). Every constructor goes through a parsed value
+/// and serde_json's compact writer, so the text is always valid, compact JSON, with key order kept.
+#[derive(Clone)]
+pub struct ToolSchema(Box<RawValue>);
+
+impl ToolSchema {
+    /// The schema of `value`, as compact JSON text.
+    pub fn from_value(value: Value) -> Self {
+        Self::from_serialize(&value)
     }
-    let Some(props) = schema.get("properties").and_then(Value::as_object) else {
-        if let Some(items) = schema.get("items") {
-            collect_parameters(items, out, depth + 1);
+
+    /// The schema of a JSON object (as MCP clients hand it over), without cloning it into a `Value`.
+    pub fn from_object(object: &Map<String, Value>) -> Self {
+        Self::from_serialize(object)
+    }
+
+    fn from_serialize<T: Serialize + ?Sized>(value: &T) -> Self {
+        // Writing a `Value` or `Map` cannot fail: keys are strings and numbers are finite.
+        Self(serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned()))
+    }
+
+    /// The schema parsed into a `Value` (a fresh tree on every call).
+    pub fn to_value(&self) -> Value {
+        // The text always comes from a serialized value, so it parses; only a schema nested
+        // deeper than serde_json's recursion limit (128) would not, and that becomes `null`.
+        serde_json::from_str(self.as_str()).unwrap_or(Value::Null)
+    }
+
+    /// The compact JSON text.
+    pub fn as_str(&self) -> &str {
+        self.0.get()
+    }
+
+    /// The schema's parameters as (name, description) pairs, top level and nested objects alike.
+    /// Walks the text and keeps only property names and descriptions, so no `Value` tree is built.
+    pub fn parameters(&self) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        let mut de = serde_json::Deserializer::from_str(self.as_str());
+        match (SchemaSeed {
+            out: &mut out,
+            depth: 0,
+        })
+        .deserialize(&mut de)
+        {
+            Ok(_) => out,
+            // Cannot happen for text that came from a value; an empty list is the safe answer.
+            Err(_) => Vec::new(),
         }
-        return;
+    }
+}
+
+/// The schema of a tool that takes no arguments, `{"type":"object","properties":{}}`.
+impl Default for ToolSchema {
+    fn default() -> Self {
+        // Built once; every tool without a schema gets a copy of the text.
+        static EMPTY: OnceLock<ToolSchema> = OnceLock::new();
+        EMPTY
+            .get_or_init(|| Self::from_value(empty_object_schema()))
+            .clone()
+    }
+}
+
+impl From<Value> for ToolSchema {
+    fn from(value: Value) -> Self {
+        Self::from_value(value)
+    }
+}
+
+/// Semantic equality: the same text is the same schema; otherwise the parsed values decide (key
+/// order, as for `Value`, does not matter).
+impl PartialEq for ToolSchema {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str() || self.to_value() == other.to_value()
+    }
+}
+
+impl PartialEq<Value> for ToolSchema {
+    fn eq(&self, other: &Value) -> bool {
+        self.to_value() == *other
+    }
+}
+
+impl fmt::Debug for ToolSchema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ToolSchema").field(&self.as_str()).finish()
+    }
+}
+
+impl fmt::Display for ToolSchema {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Written verbatim as the JSON value it holds (serde_json's raw-value support; `to_value` and
+/// the `json!` macro parse it back into a tree). Serializers other than serde_json's do not know
+/// raw values: convert with [`ToolSchema::to_value`] before using one.
+impl Serialize for ToolSchema {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(serializer)
+    }
+}
+
+/// Read from any JSON value, from any deserializer, through a `Value`, so duplicate keys and
+/// number formats come out exactly as `Value` writes them.
+impl<'de> Deserialize<'de> for ToolSchema {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let value = Value::deserialize(deserializer)?;
+        serde_json::value::to_raw_value(&value)
+            .map(Self)
+            .map_err(de::Error::custom)
+    }
+}
+
+// `parameters()` over the text: a schema object contributes its `properties` (each name with its
+// `description`, then the property's own parameters), or, without an object `properties`, the
+// parameters of its `items`. Everything else is skipped unparsed with `IgnoredAny`.
+
+/// Deeply nested schemas add noise, not signal; two levels below the top cover real tools.
+const MAX_PARAMETER_DEPTH: usize = 2;
+
+/// Scalars and arrays hold no parameters and are no description: the visitors accept them and
+/// return the default, so an odd schema is skipped rather than failing the walk.
+macro_rules! ignore_scalars_and_arrays {
+    () => {
+        fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+            Ok(Default::default())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            while seq.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(Default::default())
+        }
     };
-    for (name, prop) in props {
-        let description = prop
-            .get("description")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        out.push((name.clone(), description));
-        collect_parameters(prop, out, depth + 1);
+}
+
+/// One schema at `depth`: appends its parameters to `out` and returns its own `description`.
+struct SchemaSeed<'a> {
+    out: &'a mut Vec<(String, String)>,
+    depth: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for SchemaSeed<'_> {
+    type Value = Option<String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for SchemaSeed<'_> {
+    type Value = Option<String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a JSON Schema")
+    }
+
+    ignore_scalars_and_arrays!();
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        // Beyond the depth limit only the description (read by the parent) matters.
+        let collect = self.depth <= MAX_PARAMETER_DEPTH;
+        let mut description = None;
+        let mut has_properties = false;
+        // `items` counts only without object `properties`, which may come later in the text, so
+        // its parameters wait here (no allocation unless it has any).
+        let mut items = Vec::new();
+        while let Some(key) = map.next_key::<SchemaKey>()? {
+            match key {
+                SchemaKey::Description => description = map.next_value_seed(StringSeed)?,
+                SchemaKey::Properties if collect => {
+                    has_properties = map.next_value_seed(PropertiesSeed {
+                        out: &mut *self.out,
+                        depth: self.depth,
+                    })?;
+                }
+                SchemaKey::Items if collect => {
+                    items.clear();
+                    map.next_value_seed(SchemaSeed {
+                        out: &mut items,
+                        depth: self.depth + 1,
+                    })?;
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        if !has_properties {
+            self.out.append(&mut items);
+        }
+        Ok(description)
+    }
+}
+
+/// A `properties` value: when it is an object, each name with its description, followed by that
+/// property's own parameters. Returns whether it was an object.
+struct PropertiesSeed<'a> {
+    out: &'a mut Vec<(String, String)>,
+    depth: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for PropertiesSeed<'_> {
+    type Value = bool;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for PropertiesSeed<'_> {
+    type Value = bool;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("the properties of a JSON Schema")
+    }
+
+    ignore_scalars_and_arrays!();
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(false)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while let Some(name) = map.next_key::<String>()? {
+            // The name goes first; its description is only known once the property is read.
+            let slot = self.out.len();
+            self.out.push((name, String::new()));
+            let description = map.next_value_seed(SchemaSeed {
+                out: &mut *self.out,
+                depth: self.depth + 1,
+            })?;
+            if let Some(description) = description {
+                self.out[slot].1 = description;
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// A string value, or `None` for anything else (a non-string `description` counts as none).
+struct StringSeed;
+
+impl<'de> DeserializeSeed<'de> for StringSeed {
+    type Value = Option<String>;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Self::Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for StringSeed {
+    type Value = Option<String>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a string")
+    }
+
+    ignore_scalars_and_arrays!();
+
+    fn visit_str<E: de::Error>(self, s: &str) -> Result<Self::Value, E> {
+        Ok(Some(s.to_string()))
+    }
+
+    fn visit_string<E: de::Error>(self, s: String) -> Result<Self::Value, E> {
+        Ok(Some(s))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+}
+
+/// The keys of a schema object that `parameters()` reads; the rest are `Other`.
+enum SchemaKey {
+    Properties,
+    Items,
+    Description,
+    Other,
+}
+
+impl<'de> Deserialize<'de> for SchemaKey {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_str(SchemaKeyVisitor)
+    }
+}
+
+struct SchemaKeyVisitor;
+
+impl Visitor<'_> for SchemaKeyVisitor {
+    type Value = SchemaKey;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a schema keyword")
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<SchemaKey, E> {
+        Ok(match key {
+            "properties" => SchemaKey::Properties,
+            "items" => SchemaKey::Items,
+            "description" => SchemaKey::Description,
+            _ => SchemaKey::Other,
+        })
     }
 }
 
@@ -195,5 +500,194 @@ mod tests {
         }));
         let names: Vec<_> = tool.parameters().into_iter().map(|p| p.0).collect();
         assert_eq!(names, vec!["path", "options", "recursive"]);
+    }
+
+    /// The reference: what `parameters()` returned when schemas were `Value` trees.
+    fn parameters_of_value(schema: &Value) -> Vec<(String, String)> {
+        fn walk(schema: &Value, out: &mut Vec<(String, String)>, depth: usize) {
+            if depth > 2 {
+                return;
+            }
+            let Some(props) = schema.get("properties").and_then(Value::as_object) else {
+                if let Some(items) = schema.get("items") {
+                    walk(items, out, depth + 1);
+                }
+                return;
+            };
+            for (name, prop) in props {
+                let description = prop.get("description").and_then(Value::as_str);
+                out.push((name.clone(), description.unwrap_or_default().to_string()));
+                walk(prop, out, depth + 1);
+            }
+        }
+        let mut out = Vec::new();
+        walk(schema, &mut out, 0);
+        out
+    }
+
+    fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+        items
+            .iter()
+            .map(|(n, d)| (n.to_string(), d.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn schema_round_trips_byte_for_byte() {
+        // Keys deliberately out of alphabetical order, escapes, numbers of every kind.
+        let text = r#"{"type":"object","required":["z"],"properties":{"z":{"type":"string","description":"Zed \"quoted\" \u00e9\n"},"a":{"type":"number","minimum":-1.5,"maximum":10000000000,"default":0}},"additionalProperties":false}"#;
+        let value: Value = serde_json::from_str(text).unwrap();
+        let expected = serde_json::to_string(&value).unwrap();
+
+        let schema: ToolSchema = serde_json::from_str(text).unwrap();
+        assert_eq!(schema.as_str(), expected);
+        assert_eq!(serde_json::to_string(&schema).unwrap(), expected);
+        assert_eq!(schema.to_value(), value);
+
+        // Pretty input is stored compacted, key order kept.
+        let pretty = serde_json::to_string_pretty(&value).unwrap();
+        let schema: ToolSchema = serde_json::from_str(&pretty).unwrap();
+        assert_eq!(schema.as_str(), expected);
+
+        assert_eq!(ToolSchema::from_value(value.clone()).as_str(), expected);
+        let Value::Object(object) = &value else {
+            panic!("an object")
+        };
+        assert_eq!(ToolSchema::from_object(object).as_str(), expected);
+    }
+
+    #[test]
+    fn tool_serializes_schema_as_a_value() {
+        let schema = json!({"type": "object", "properties": {"b": {"type": "string"}, "a": {}}});
+        let tool = Tool::new("t", "d").with_schema(schema.clone());
+        let text = serde_json::to_string(&tool).unwrap();
+        let as_value = serde_json::to_string(&serde_json::to_value(&tool).unwrap()).unwrap();
+        assert_eq!(text, as_value);
+        assert!(text.contains(
+            r#""inputSchema":{"type":"object","properties":{"b":{"type":"string"},"a":{}}}"#
+        ));
+        let back: Tool = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, tool);
+        assert_eq!(back.input_schema, schema);
+        // `json!` embeds the schema as a value, not as a string.
+        assert_eq!(json!({"s": tool.input_schema})["s"], schema);
+    }
+
+    #[test]
+    fn missing_schema_is_the_empty_object_schema() {
+        let tool: Tool = serde_json::from_str(r#"{"name": "t"}"#).unwrap();
+        assert_eq!(tool.input_schema, ToolSchema::default());
+        assert_eq!(
+            ToolSchema::default().as_str(),
+            r#"{"type":"object","properties":{}}"#
+        );
+        assert_eq!(ToolSchema::default().to_value(), empty_object_schema());
+        assert_eq!(Tool::new("t", "d").input_schema, ToolSchema::default());
+        assert!(ToolSchema::default().parameters().is_empty());
+    }
+
+    #[test]
+    fn schemas_compare_by_value() {
+        let a = ToolSchema::from_value(json!({"type": "object", "required": ["x"]}));
+        let b = ToolSchema::from_value(json!({"required": ["x"], "type": "object"}));
+        let c = ToolSchema::from_value(json!({"type": "object", "required": ["y"]}));
+        assert_ne!(a.as_str(), b.as_str());
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_eq!(a, json!({"type": "object", "required": ["x"]}));
+        assert_eq!(a.clone(), a);
+        assert_eq!(
+            format!("{a:?}"),
+            r#"ToolSchema("{\"type\":\"object\",\"required\":[\"x\"]}")"#
+        );
+    }
+
+    #[test]
+    fn parameters_of_arrays_of_objects_and_descriptions() {
+        let schema = json!({
+            "type": "object",
+            "properties": {
+                "rows": {
+                    "description": "Rows to insert",
+                    "type": "array",
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "id": {"type": "integer", "description": "Row id"},
+                            "cells": {"type": "array", "items": {"type": "string"}}
+                        }
+                    }
+                },
+                "note": {"type": "string", "description": 5},
+                "flag": true,
+                "escaped": {"description": "Say \"hi\"\n"}
+            }
+        });
+        let tool = Tool::new("t", "d").with_schema(schema.clone());
+        let expected = pairs(&[
+            ("rows", "Rows to insert"),
+            ("id", "Row id"),
+            ("cells", ""),
+            ("note", ""),
+            ("flag", ""),
+            ("escaped", "Say \"hi\"\n"),
+        ]);
+        assert_eq!(tool.parameters(), expected);
+        assert_eq!(parameters_of_value(&schema), expected);
+    }
+
+    #[test]
+    fn parameters_stop_at_the_depth_limit() {
+        let schema = json!({"properties": {
+            "l0": {"description": "zero", "properties": {
+                "l1": {"description": "one", "properties": {
+                    "l2": {"description": "two", "properties": {
+                        "l3": {"description": "three"}
+                    }}
+                }}
+            }}
+        }});
+        let expected = pairs(&[("l0", "zero"), ("l1", "one"), ("l2", "two")]);
+        assert_eq!(
+            ToolSchema::from_value(schema.clone()).parameters(),
+            expected
+        );
+        assert_eq!(parameters_of_value(&schema), expected);
+
+        // `items` counts as a level too.
+        let schema = json!({"items": {"items": {"items": {"properties": {"deep": {}}}}}});
+        assert!(ToolSchema::from_value(schema.clone())
+            .parameters()
+            .is_empty());
+        let schema = json!({"items": {"items": {"properties": {"shallow": {}}}}});
+        assert_eq!(
+            ToolSchema::from_value(schema).parameters(),
+            pairs(&[("shallow", "")])
+        );
+    }
+
+    #[test]
+    fn parameters_match_the_value_walk_on_odd_shapes() {
+        let shapes = [
+            // Object `properties` wins over `items`, before or after it in the text.
+            json!({"items": {"properties": {"i": {}}}, "properties": {"p": {}}}),
+            json!({"properties": {"p": {}}, "items": {"properties": {"i": {}}}}),
+            // Non-object `properties` falls back to `items`.
+            json!({"properties": ["p"], "items": {"properties": {"i": {"description": "d"}}}}),
+            json!({"properties": null}),
+            // Tuple `items` and non-object schemas carry nothing.
+            json!({"items": [{"properties": {"i": {}}}]}),
+            json!(true),
+            json!("object"),
+            json!([1, 2]),
+            // Keywords named like parameters inside other keywords are not parameters.
+            json!({"properties": {"a": {"default": {"properties": {"x": {}}}, "enum": [{"description": "no"}]}}}),
+            json!({"properties": {"properties": {"description": "a parameter named properties", "properties": {"items": {}}}}}),
+            json!({"anyOf": [{"properties": {"x": {}}}], "$defs": {"d": {"properties": {"y": {}}}}}),
+        ];
+        for shape in shapes {
+            let schema = ToolSchema::from_value(shape.clone());
+            assert_eq!(schema.parameters(), parameters_of_value(&shape), "{shape}");
+        }
     }
 }

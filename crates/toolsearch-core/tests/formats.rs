@@ -160,7 +160,10 @@ fn gemini_function_declarations() {
             "city": {"type": "string", "description": "City name"},
             "days": {"type": "array", "items": {"type": "integer"}}}})
     );
-    assert_eq!(tools[1].input_schema["properties"]["q"]["type"], "string");
+    assert_eq!(
+        tools[1].input_schema.to_value()["properties"]["q"]["type"],
+        "string"
+    );
     assert_eq!(detected(text), CatalogFormat::Gemini);
 
     let array = format!("[{text}, {{\"functionDeclarations\": [{{\"name\": \"extra\"}}]}}]");

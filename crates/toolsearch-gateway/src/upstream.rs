@@ -14,11 +14,10 @@ use rmcp::service::{NotificationContext, RoleClient, RunningService, ServiceExt}
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::ClientHandler;
-use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 
-use toolsearch_core::Tool;
+use toolsearch_core::{Tool, ToolSchema};
 
 use crate::config::Transport;
 
@@ -256,9 +255,9 @@ pub fn to_core_tool(server: &str, tool: &rmcp::model::Tool) -> Tool {
         .map(str::to_string)
         .or_else(|| tool.title.clone())
         .unwrap_or_default();
-    let mut out = Tool::new(tool.name.to_string(), description)
-        .with_server(server)
-        .with_schema(Value::Object((*tool.input_schema).clone()));
+    let mut out = Tool::new(tool.name.to_string(), description).with_server(server);
+    // Written straight to compact text; no copy of the schema tree.
+    out.input_schema = ToolSchema::from_object(&tool.input_schema);
     out.annotations = tool
         .annotations
         .as_ref()
@@ -285,7 +284,10 @@ mod tests {
         assert_eq!(tool.server, "everything");
         assert_eq!(tool.name, "echo");
         assert_eq!(tool.description, "Echoes back the input");
-        assert_eq!(tool.input_schema["properties"]["message"]["type"], "string");
+        assert_eq!(
+            tool.input_schema.to_value()["properties"]["message"]["type"],
+            "string"
+        );
         assert_eq!(tool.annotations, Some(json!({"readOnlyHint": true})));
     }
 

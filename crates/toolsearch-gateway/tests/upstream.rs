@@ -30,7 +30,10 @@ async fn everything_over_stdio_lists_and_calls() {
     assert!(tool_names.contains(&"echo".to_string()), "{tool_names:?}");
     let echo = tools.iter().find(|t| t.name == "echo").unwrap();
     assert_eq!(echo.server, "everything");
-    assert_eq!(echo.input_schema["properties"]["message"]["type"], "string");
+    assert_eq!(
+        echo.input_schema.to_value()["properties"]["message"]["type"],
+        "string"
+    );
     assert!(manager.pid("everything").is_some());
 
     let result = guard(

@@ -93,7 +93,7 @@ fn to_json(response: &SearchResponse, separator: &str) -> serde_json::Value {
             "description": hit.tool.description,
             "score": round(hit.score),
             "matched_on": hit.matched_on,
-            "input_schema": hit.tool.input_schema,
+            "input_schema": hit.tool.input_schema.to_value(),
         })).collect::<Vec<_>>(),
     })
 }

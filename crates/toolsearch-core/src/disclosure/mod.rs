@@ -78,7 +78,7 @@ impl ExposedTool {
         let name = tool.public_name(separator);
         let input_schema = match exposure {
             Exposure::Stub => stub_schema(),
-            _ => tool.input_schema.clone(),
+            _ => tool.input_schema.to_value(),
         };
         Self {
             name,
@@ -474,13 +474,13 @@ impl Disclosure {
                 json_kind(&arguments)
             ));
         } else {
-            problems = meta::schema_problems(&tool.input_schema, &arguments);
+            problems = meta::schema_problems(&tool.input_schema.to_value(), &arguments);
         }
         if !problems.is_empty() {
             return Err(Error::InvalidArguments {
                 tool: tool.public_name(separator),
                 problems: problems.join("; "),
-                schema: tool.input_schema.clone(),
+                schema: tool.input_schema.to_value(),
             });
         }
         Ok((tool, arguments))
@@ -774,7 +774,7 @@ fn search_result(response: &SearchResponse, engine: &SearchEngine, schemas: bool
                 "score": (f64::from(hit.score) * 1000.0).round() / 1000.0,
             });
             if schemas {
-                entry["inputSchema"] = hit.tool.input_schema.clone();
+                entry["inputSchema"] = hit.tool.input_schema.to_value();
             }
             entry
         })

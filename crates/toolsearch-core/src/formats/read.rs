@@ -1,5 +1,5 @@
 use crate::error::{Error, Result};
-use crate::tool::{empty_object_schema, DeferPolicy, Tool};
+use crate::tool::{empty_object_schema, DeferPolicy, Tool, ToolSchema};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -261,8 +261,9 @@ struct McpTool {
     name: String,
     #[serde(default)]
     description: Option<String>,
+    // Read straight into the compact form, so a large file never holds every schema as a tree.
     #[serde(rename = "inputSchema", alias = "input_schema", default)]
-    input_schema: Option<Value>,
+    input_schema: Option<ToolSchema>,
     #[serde(default)]
     server: Option<String>,
     #[serde(default)]
@@ -297,7 +298,7 @@ impl McpTool {
             server: self.server.unwrap_or_default(),
             name: self.name,
             description: self.description.unwrap_or_default(),
-            input_schema: self.input_schema.unwrap_or_else(empty_object_schema),
+            input_schema: self.input_schema.unwrap_or_default(),
             category: self.category,
             tags: self.tags.unwrap_or_default(),
             defer,

@@ -71,7 +71,7 @@ fn tool_json(tool: &Tool, categories: &Categories, separator: &str) -> Value {
     json!({
         "name": tool.public_name(separator),
         "description": tool.description,
-        "inputSchema": tool.input_schema,
+        "inputSchema": tool.input_schema.to_value(),
         "category": categories.category_of(tool),
         "tags": tool.tags,
         "server": tool.server,
