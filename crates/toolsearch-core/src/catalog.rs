@@ -20,39 +20,54 @@ impl Catalog {
 
     /// Builds a catalog from tools of any servers. Duplicate (server, name) pairs are an error.
     pub fn from_tools(tools: impl IntoIterator<Item = Tool>) -> Result<Self> {
-        let mut grouped: BTreeMap<String, Vec<Tool>> = BTreeMap::new();
+        // Each tool moves once, into its `Arc`; grouping moves pointers, not tools (for a large
+        // catalog, grouping the tools themselves briefly held two more copies of every one).
+        let mut grouped: BTreeMap<String, Vec<Arc<Tool>>> = BTreeMap::new();
         for tool in tools {
-            grouped.entry(tool.server.clone()).or_default().push(tool);
+            match grouped.get_mut(&tool.server) {
+                Some(list) => list.push(Arc::new(tool)),
+                None => {
+                    grouped.insert(tool.server.clone(), vec![Arc::new(tool)]);
+                }
+            }
         }
         let mut catalog = Self::new();
         for (server, tools) in grouped {
-            catalog.replace_server(&server, tools)?;
+            catalog.replace_server_shared(&server, tools)?;
         }
         Ok(catalog)
     }
 
     /// Replaces every tool of `server` with `tools` (their `server` field is set to `server`).
     pub fn replace_server(&mut self, server: &str, tools: Vec<Tool>) -> Result<&[Arc<Tool>]> {
+        self.replace_server_shared(server, tools.into_iter().map(Arc::new).collect())
+    }
+
+    fn replace_server_shared(
+        &mut self,
+        server: &str,
+        mut tools: Vec<Arc<Tool>>,
+    ) -> Result<&[Arc<Tool>]> {
         let mut seen = HashSet::new();
-        let mut list = Vec::with_capacity(tools.len());
-        for mut tool in tools {
-            tool.server = server.to_string();
+        for tool in &mut tools {
+            if tool.server != server {
+                Arc::make_mut(tool).server = server.to_string();
+            }
             if tool.name.trim().is_empty() {
                 return Err(Error::EmptyToolName {
                     server: server.to_string(),
                 });
             }
-            if !seen.insert(tool.name.clone()) {
+            if !seen.insert(tool.name.as_str()) {
                 return Err(Error::DuplicateTool {
                     server: server.to_string(),
-                    name: tool.name,
+                    name: tool.name.clone(),
                 });
             }
-            list.push(Arc::new(tool));
         }
         self.version += 1;
         let slot = self.servers.entry(server.to_string()).or_default();
-        *slot = list;
+        *slot = tools;
         Ok(slot)
     }
 

@@ -12,7 +12,10 @@ use super::synonyms::Synonyms;
 use super::terms::{SlotTerms, Vocabulary};
 use crate::error::{Error, Result};
 use crate::tool::Tool;
+use rustc_hash::{FxHashMap, FxHasher};
+use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
+use std::hash::Hasher;
 use std::sync::Arc;
 use tantivy::indexer::NoMergePolicy;
 use tantivy::postings::{BlockSegmentPostings, Postings};
@@ -206,7 +209,10 @@ pub struct ToolIndex {
     analyzer: Analyzer,
     synonyms: Synonyms,
     fields: SchemaFields,
-    writer: IndexWriter,
+    index: Index,
+    /// Opened by the first change. (Closing it after each commit frees nothing: its arenas stay
+    /// with the allocator, and a new writer's thread allocates afresh, which raised the peak.)
+    writer: Option<IndexWriter>,
     reader: IndexReader,
     snapshot: Snapshot,
     slots: Vec<Option<Arc<Tool>>>,
@@ -214,7 +220,7 @@ pub struct ToolIndex {
     length_sums: [u64; FIELD_COUNT],
     live: usize,
     by_server: HashMap<String, Vec<u32>>,
-    by_name: HashMap<String, Vec<u32>>,
+    by_name: NameIndex,
     vocabulary: Vocabulary,
     /// Each slot's words by field (empty for a removed slot).
     slot_terms: Vec<SlotTerms>,
@@ -224,6 +230,74 @@ pub struct ToolIndex {
 }
 
 const NO_SERVER: u32 = u32::MAX;
+
+/// The indexing thread's memory budget. The writer flushes a segment when its arenas reach it;
+/// 100,000 tools fit well within it.
+const WRITER_BUDGET: usize = 50_000_000;
+
+/// Slots by tool name, case-insensitive. Keyed by a hash of the lowercased name, not the name:
+/// the tools hold their names already, and a second copy of every name with a vector of slots
+/// took more memory than tantivy's whole index. Callers compare the names of the slots found, so
+/// two names sharing a hash cost a comparison, never a wrong answer.
+#[derive(Default)]
+struct NameIndex {
+    slots: FxHashMap<u64, NameSlots>,
+}
+
+/// Nearly every name is on one server only; only names on several need a vector.
+enum NameSlots {
+    One(u32),
+    Many(Vec<u32>),
+}
+
+impl NameIndex {
+    fn key(name: &str) -> u64 {
+        let mut hasher = FxHasher::default();
+        for c in name.chars().flat_map(char::to_lowercase) {
+            hasher.write_u32(u32::from(c));
+        }
+        hasher.finish()
+    }
+
+    fn insert(&mut self, name: &str, slot: u32) {
+        match self.slots.entry(Self::key(name)) {
+            Entry::Vacant(e) => {
+                e.insert(NameSlots::One(slot));
+            }
+            Entry::Occupied(mut e) => match e.get_mut() {
+                NameSlots::One(first) => {
+                    let first = *first;
+                    e.insert(NameSlots::Many(vec![first, slot]));
+                }
+                NameSlots::Many(all) => all.push(slot),
+            },
+        }
+    }
+
+    fn remove(&mut self, name: &str, slot: u32) {
+        let key = Self::key(name);
+        let now_empty = match self.slots.get_mut(&key) {
+            Some(NameSlots::One(only)) => *only == slot,
+            Some(NameSlots::Many(all)) => {
+                all.retain(|&s| s != slot);
+                all.is_empty()
+            }
+            None => false,
+        };
+        if now_empty {
+            self.slots.remove(&key);
+        }
+    }
+
+    /// Slots whose name may be `name` (same hash).
+    fn get(&self, name: &str) -> &[u32] {
+        match self.slots.get(&Self::key(name)) {
+            Some(NameSlots::One(slot)) => std::slice::from_ref(slot),
+            Some(NameSlots::Many(all)) => all,
+            None => &[],
+        }
+    }
+}
 
 impl std::fmt::Debug for ToolIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -259,9 +333,6 @@ impl ToolIndex {
         index
             .tokenizers()
             .register(SPACED_TOKENIZER, SpacedTokenizer::default());
-        let writer: IndexWriter = index.writer_with_num_threads(1, 50_000_000)?;
-        // Segments are merged on our own schedule (see `maybe_merge`), never in the background.
-        writer.set_merge_policy(Box::new(NoMergePolicy));
         let reader = index
             .reader_builder()
             .reload_policy(ReloadPolicy::Manual)
@@ -278,7 +349,8 @@ impl ToolIndex {
             synonyms: Synonyms::new(&analyzer),
             analyzer,
             fields,
-            writer,
+            index,
+            writer: None,
             reader,
             snapshot,
             slots: Vec::new(),
@@ -286,7 +358,7 @@ impl ToolIndex {
             length_sums: [0; FIELD_COUNT],
             live: 0,
             by_server: HashMap::new(),
-            by_name: HashMap::new(),
+            by_name: NameIndex::default(),
             vocabulary: Vocabulary::default(),
             slot_terms: Vec::new(),
             slot_servers: Vec::new(),
@@ -334,11 +406,17 @@ impl ToolIndex {
     }
 
     /// Slots of the tools named `name` (case-insensitive), on any server.
-    pub fn slots_named(&self, name: &str) -> &[u32] {
+    pub fn slots_named(&self, name: &str) -> Vec<u32> {
+        let wanted = name.to_lowercase();
         self.by_name
-            .get(&name.to_lowercase())
-            .map(Vec::as_slice)
-            .unwrap_or(&[])
+            .get(name)
+            .iter()
+            .copied()
+            .filter(|&slot| {
+                self.tool(slot)
+                    .is_some_and(|t| t.name.to_lowercase() == wanted)
+            })
+            .collect()
     }
 
     pub fn live_slots(&self) -> impl Iterator<Item = (u32, &Arc<Tool>)> {
@@ -350,7 +428,7 @@ impl ToolIndex {
 
     /// Replaces every tool of `server` with `tools` and commits: the rest of the index is untouched.
     pub fn replace_server(&mut self, server: &str, tools: &[Arc<Tool>]) -> Result<()> {
-        self.stage_removal(server);
+        self.stage_removal(server)?;
         for tool in tools {
             self.stage_tool(tool.clone())?;
         }
@@ -361,7 +439,7 @@ impl ToolIndex {
     pub fn rebuild<'a>(&mut self, tools: impl Iterator<Item = &'a Arc<Tool>>) -> Result<()> {
         let servers: Vec<String> = self.by_server.keys().cloned().collect();
         for server in servers {
-            self.stage_removal(&server);
+            self.stage_removal(&server)?;
         }
         for tool in tools {
             self.stage_tool(tool.clone())?;
@@ -370,32 +448,42 @@ impl ToolIndex {
     }
 
     pub fn remove_server(&mut self, server: &str) -> Result<()> {
-        self.stage_removal(server);
+        self.stage_removal(server)?;
         self.commit()
     }
 
-    fn stage_removal(&mut self, server: &str) {
-        let Some(slots) = self.by_server.remove(server) else {
-            return;
-        };
-        self.writer
-            .delete_term(Term::from_field_text(self.fields.server_key, server));
+    fn writer(&mut self) -> Result<&mut IndexWriter> {
+        match &mut self.writer {
+            Some(writer) => Ok(writer),
+            empty => {
+                let writer: IndexWriter = self.index.writer_with_num_threads(1, WRITER_BUDGET)?;
+                // Segments are merged on our own schedule (see `maybe_merge`), never in the
+                // background.
+                writer.set_merge_policy(Box::new(NoMergePolicy));
+                Ok(empty.insert(writer))
+            }
+        }
+    }
+
+    fn stage_removal(&mut self, server: &str) -> Result<()> {
+        if !self.by_server.contains_key(server) {
+            return Ok(());
+        }
+        let term = Term::from_field_text(self.fields.server_key, server);
+        self.writer()?.delete_term(term);
+        let slots = self.by_server.remove(server).unwrap_or_default();
         for slot in slots {
             if let Some(tool) = self.slots[slot as usize].take() {
                 self.live -= 1;
                 let terms = std::mem::take(&mut self.slot_terms[slot as usize]);
                 self.vocabulary.remove(&terms);
-                if let Some(named) = self.by_name.get_mut(&tool.name.to_lowercase()) {
-                    named.retain(|&s| s != slot);
-                    if named.is_empty() {
-                        self.by_name.remove(&tool.name.to_lowercase());
-                    }
-                }
+                self.by_name.remove(&tool.name, slot);
                 for (sum, len) in self.length_sums.iter_mut().zip(self.lengths[slot as usize]) {
                     *sum -= u64::from(len);
                 }
             }
         }
+        Ok(())
     }
 
     fn stage_tool(&mut self, tool: Arc<Tool>) -> Result<()> {
@@ -422,7 +510,7 @@ impl ToolIndex {
         }
         doc.add_u64(self.fields.slot, u64::from(slot));
         doc.add_text(self.fields.server_key, &tool.server);
-        self.writer.add_document(doc)?;
+        self.writer()?.add_document(doc)?;
         for (sum, len) in self.length_sums.iter_mut().zip(lengths) {
             *sum += u64::from(len);
         }
@@ -430,10 +518,7 @@ impl ToolIndex {
             .entry(tool.server.clone())
             .or_default()
             .push(slot);
-        self.by_name
-            .entry(tool.name.to_lowercase())
-            .or_default()
-            .push(slot);
+        self.by_name.insert(&tool.name, slot);
         let next_number = self.server_numbers.len() as u32;
         let server = if tool.server.is_empty() {
             NO_SERVER
@@ -452,18 +537,21 @@ impl ToolIndex {
     }
 
     fn commit(&mut self) -> Result<()> {
-        self.writer.commit()?;
-        self.maybe_merge()?;
+        let Some(writer) = self.writer.as_mut() else {
+            return Ok(());
+        };
+        writer.commit()?;
+        Self::maybe_merge(writer)?;
         self.reader.reload()?;
         self.snapshot = Snapshot::new(&self.reader, &self.fields)?;
         Ok(())
     }
 
     /// Many small segments slow every query down; fold them into one when they pile up.
-    fn maybe_merge(&mut self) -> Result<()> {
-        let segments = self.writer.index().searchable_segment_ids()?;
+    fn maybe_merge(writer: &mut IndexWriter) -> Result<()> {
+        let segments = writer.index().searchable_segment_ids()?;
         if segments.len() > 8 {
-            let merge = self.writer.merge(&segments);
+            let merge = writer.merge(&segments);
             merge
                 .wait()
                 .map_err(|e| Error::Index(format!("segment merge failed: {e}")))?;
@@ -867,5 +955,39 @@ mod spaced_tests {
             tokens.iter().map(|t| (t.raw.clone(), t.position)).collect();
         assert_eq!(read, expected);
         assert_eq!(read[1], ("files".to_string(), 2));
+    }
+}
+
+#[cfg(test)]
+mod name_index_tests {
+    use super::*;
+
+    #[test]
+    fn names_are_found_case_insensitively_on_every_server_and_removed_one_by_one() {
+        let mut names = NameIndex::default();
+        names.insert("Send_Mail", 1);
+        names.insert("send_mail", 7);
+        names.insert("read_mail", 3);
+        assert_eq!(names.get("SEND_MAIL"), &[1, 7]);
+        names.remove("send_mail", 1);
+        assert_eq!(names.get("send_mail"), &[7]);
+        names.remove("Send_Mail", 7);
+        assert!(names.get("send_mail").is_empty());
+        assert_eq!(names.get("read_mail"), &[3]);
+    }
+
+    #[test]
+    fn slots_named_checks_the_names_it_finds() {
+        let mut index = ToolIndex::new().unwrap();
+        let tools: Vec<Arc<Tool>> = ["Get_Weather", "get_forecast"]
+            .into_iter()
+            .map(|name| Arc::new(Tool::new(name, "weather").with_server("w")))
+            .collect();
+        index.replace_server("w", &tools).unwrap();
+        assert_eq!(index.slots_named("get_weather"), vec![0]);
+        assert!(index.slots_named("get_weathe").is_empty());
+        index.replace_server("w", &tools[1..]).unwrap();
+        assert!(index.slots_named("get_weather").is_empty());
+        assert_eq!(index.slots_named("GET_FORECAST"), vec![2]);
     }
 }

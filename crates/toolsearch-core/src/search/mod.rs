@@ -329,14 +329,19 @@ impl SearchEngine {
         if wanted.is_empty() {
             return;
         }
-        let mut slots: Vec<u32> = self.index.slots_named(wanted).to_vec();
+        let mut slots: Vec<u32> = self.index.slots_named(wanted);
         let id = ToolId::parse_public(wanted, &self.config.separator);
         if !id.server.is_empty() {
-            slots.extend(self.index.slots_named(&id.name).iter().filter(|&&slot| {
+            slots.extend(
                 self.index
-                    .tool(slot)
-                    .is_some_and(|t| t.server.eq_ignore_ascii_case(&id.server))
-            }));
+                    .slots_named(&id.name)
+                    .into_iter()
+                    .filter(|&slot| {
+                        self.index
+                            .tool(slot)
+                            .is_some_and(|t| t.server.eq_ignore_ascii_case(&id.server))
+                    }),
+            );
         }
         for slot in slots {
             match candidates.iter_mut().find(|c| c.slot == slot) {
