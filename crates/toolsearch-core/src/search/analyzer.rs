@@ -2,7 +2,7 @@
 //! English stemming, keeping the unstemmed form beside the stem.
 
 use rust_stemmers::{Algorithm, Stemmer};
-use std::collections::HashSet;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::sync::OnceLock;
 
 /// One analysed token: its lowercased surface form, its stem, and its position in the text.
@@ -42,28 +42,34 @@ impl Analyzer {
 
     /// All tokens of `text`, stopwords included.
     pub fn tokens(&self, text: &str) -> Vec<Token> {
+        self.tokens_where(text, |_| true)
+    }
+
+    /// Tokens of `text` without stopwords; positions keep their gaps so phrases stay exact.
+    pub fn content_tokens(&self, text: &str) -> Vec<Token> {
+        self.tokens_where(text, |raw| !is_stopword(raw))
+    }
+
+    /// The tokens whose lowercased form passes `keep`, checked before stemming (a stopword
+    /// costs no stem lookup).
+    fn tokens_where(&self, text: &str, keep: impl Fn(&str) -> bool) -> Vec<Token> {
         split_words(text)
             .into_iter()
             .zip(0u32..)
-            .map(|((from, to), position)| {
+            .filter_map(|((from, to), position)| {
                 let raw = text[from..to].to_lowercase();
+                if !keep(&raw) {
+                    return None;
+                }
                 let stem = self.stem(&raw);
-                Token {
+                Some(Token {
                     raw,
                     stem,
                     position,
                     offset_from: from,
                     offset_to: to,
-                }
+                })
             })
-            .collect()
-    }
-
-    /// Tokens of `text` without stopwords; positions keep their gaps so phrases stay exact.
-    pub fn content_tokens(&self, text: &str) -> Vec<Token> {
-        self.tokens(text)
-            .into_iter()
-            .filter(|t| !is_stopword(&t.raw))
             .collect()
     }
 
@@ -101,8 +107,8 @@ impl Analyzer {
 const STEM_CACHE_MAX: usize = 200_000;
 
 thread_local! {
-    static STEMS: std::cell::RefCell<std::collections::HashMap<String, String>> =
-        std::cell::RefCell::new(std::collections::HashMap::new());
+    static STEMS: std::cell::RefCell<FxHashMap<String, String>> =
+        std::cell::RefCell::new(FxHashMap::default());
 }
 
 /// Byte ranges of the words in `text`: runs of letters and digits, split further at camelCase
@@ -167,7 +173,7 @@ fn is_cjk(c: char) -> bool {
 /// Words that requests are full of but tools never are about ("I want to", "can you help me
 /// use"): dropped from natural-language queries only, never from tool text.
 pub fn is_request_filler(word: &str) -> bool {
-    static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    static SET: OnceLock<FxHashSet<&'static str>> = OnceLock::new();
     SET.get_or_init(|| REQUEST_FILLER.iter().copied().collect())
         .contains(word)
 }
@@ -197,7 +203,7 @@ const REQUEST_FILLER: &[&str] = &[
 
 /// English stopwords: function words that carry no meaning for choosing a tool.
 pub fn is_stopword(word: &str) -> bool {
-    static SET: OnceLock<HashSet<&'static str>> = OnceLock::new();
+    static SET: OnceLock<FxHashSet<&'static str>> = OnceLock::new();
     SET.get_or_init(|| STOPWORDS.iter().copied().collect())
         .contains(word)
 }
