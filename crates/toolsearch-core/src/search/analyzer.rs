@@ -111,6 +111,17 @@ thread_local! {
         std::cell::RefCell::new(FxHashMap::default());
 }
 
+/// `word.to_lowercase()` into a reused buffer (no allocation for ASCII words).
+pub fn lowercase_into(word: &str, out: &mut String) {
+    out.clear();
+    if word.is_ascii() {
+        out.push_str(word);
+        out.make_ascii_lowercase();
+    } else {
+        out.push_str(&word.to_lowercase());
+    }
+}
+
 /// Byte ranges of the words in `text`: runs of letters and digits, split further at camelCase
 /// humps, letter/digit boundaries, and around every CJK ideograph (each is a word of its own).
 pub fn split_words(text: &str) -> Vec<(usize, usize)> {

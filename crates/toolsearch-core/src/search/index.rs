@@ -9,7 +9,7 @@ use super::analyzer::{Analyzer, Token};
 use super::config::SearchConfig;
 use super::query::FieldScope;
 use super::synonyms::Synonyms;
-use super::terms::{SlotTerms, Vocabulary};
+use super::terms::{SlotTerms, Vocabulary, WordToken};
 use crate::error::{Error, Result};
 use crate::tool::Tool;
 use rustc_hash::{FxHashMap, FxHasher};
@@ -77,49 +77,6 @@ impl Field {
             Some(FieldScope::Tags) => &[Field::Tags],
         }
     }
-}
-
-/// Position gap between the values of a multi-valued field, so phrases never span two values.
-const VALUE_GAP: u32 = 16;
-
-/// The analysed text of one tool, field by field.
-pub struct AnalyzedTool {
-    pub fields: [Vec<Token>; FIELD_COUNT],
-}
-
-impl AnalyzedTool {
-    pub fn new(analyzer: &Analyzer, tool: &Tool) -> Self {
-        let params = tool.parameters();
-        let mut fields: [Vec<Token>; FIELD_COUNT] = Default::default();
-        fields[Field::Name as usize] = analyzer.tokens(&tool.name);
-        fields[Field::Description as usize] = analyzer.content_tokens(&tool.description);
-        fields[Field::ParamNames as usize] =
-            multi_value(params.iter().map(|(n, _)| analyzer.tokens(n)));
-        fields[Field::ParamDescriptions as usize] =
-            multi_value(params.iter().map(|(_, d)| analyzer.content_tokens(d)));
-        fields[Field::Server as usize] = analyzer.tokens(&tool.server);
-        fields[Field::Category as usize] =
-            analyzer.tokens(tool.category.as_deref().unwrap_or_default());
-        fields[Field::Tags as usize] = multi_value(tool.tags.iter().map(|t| analyzer.tokens(t)));
-        Self { fields }
-    }
-}
-
-fn multi_value(values: impl Iterator<Item = Vec<Token>>) -> Vec<Token> {
-    let mut out = Vec::new();
-    let mut base = 0u32;
-    for tokens in values {
-        let next_base = base + tokens.last().map_or(0, |t| t.position + 1) + VALUE_GAP;
-        out.extend(tokens.into_iter().map(|mut t| {
-            t.position += base;
-            // Offsets are meaningless across values; the index stores none.
-            t.offset_from = 0;
-            t.offset_to = 0;
-            t
-        }));
-        base = next_base;
-    }
-    out
 }
 
 /// One posting list to read for a scoring term: a field in stemmed or raw form, a term, a weight.
@@ -489,8 +446,8 @@ impl ToolIndex {
     fn stage_tool(&mut self, tool: Arc<Tool>) -> Result<()> {
         let slot = u32::try_from(self.slots.len())
             .map_err(|_| Error::Index("more than 4 billion tool slots".into()))?;
-        let analyzed = AnalyzedTool::new(&self.analyzer, &tool);
-        let terms = self.vocabulary.add(&analyzed)?;
+        let analyzed = self.vocabulary.analyze(&self.analyzer, &tool)?;
+        let terms = self.vocabulary.add(&analyzed);
         let mut doc = TantivyDocument::new();
         let mut lengths = [0u16; FIELD_COUNT];
         for field in Field::ALL {
@@ -499,13 +456,14 @@ impl ToolIndex {
             if tokens.is_empty() {
                 continue;
             }
+            let words = &self.vocabulary;
             doc.add_text(
                 self.fields.stemmed[field as usize],
-                spaced_text(tokens, |t| &t.stem),
+                spaced_text(tokens, |t| words.word(t.stem)),
             );
             doc.add_text(
                 self.fields.raw[field as usize],
-                spaced_text(tokens, |t| &t.raw),
+                spaced_text(tokens, |t| words.word(t.raw)),
             );
         }
         doc.add_u64(self.fields.slot, u64::from(slot));
@@ -850,7 +808,7 @@ fn seek_forward<D: DocSet>(docs: &mut D, target: tantivy::DocId) -> tantivy::Doc
 /// an empty piece for every position skipped (stopwords, the gap between two values), so that
 /// [`SpacedTokenizer`] reads back the same tokens at the same positions. Tokens never hold a
 /// space: analysis splits on everything but letters and digits.
-fn spaced_text<'t>(tokens: &'t [Token], form: impl Fn(&'t Token) -> &'t str) -> String {
+fn spaced_text<'w>(tokens: &[WordToken], form: impl Fn(&WordToken) -> &'w str) -> String {
     let mut out = String::new();
     let mut pieces = 0u32;
     for token in tokens {
@@ -936,25 +894,34 @@ mod spaced_tests {
 
     #[test]
     fn spaced_text_round_trips_tokens_and_positions() {
-        let analyzer = Analyzer::new();
-        let tokens = multi_value(
-            [
-                analyzer.content_tokens("Lists the files of a folder"),
-                analyzer.tokens("maxResults"),
-            ]
-            .into_iter(),
+        let tool = Tool::new("list_files", "Lists the files of a folder").with_schema(
+            serde_json::json!({"type": "object", "properties": {
+                "path": {"type": "string"}, "maxResults": {"type": "integer"}
+            }}),
         );
-        let text = spaced_text(&tokens, |t| &t.raw);
-        let mut tokenizer = SpacedTokenizer::default();
-        let mut stream = tokenizer.token_stream(&text);
-        let mut read = Vec::new();
-        while let Some(token) = stream.next() {
-            read.push((token.text.clone(), token.position as u32));
+        let mut vocabulary = Vocabulary::default();
+        let analyzed = vocabulary.analyze(&Analyzer::new(), &tool).unwrap();
+        for field in [Field::Description, Field::ParamNames] {
+            let tokens = &analyzed.fields[field as usize];
+            let text = spaced_text(tokens, |t| vocabulary.word(t.raw));
+            let mut tokenizer = SpacedTokenizer::default();
+            let mut stream = tokenizer.token_stream(&text);
+            let mut read = Vec::new();
+            while let Some(token) = stream.next() {
+                read.push((token.text.clone(), token.position as u32));
+            }
+            let expected: Vec<(String, u32)> = tokens
+                .iter()
+                .map(|t| (vocabulary.word(t.raw).to_string(), t.position))
+                .collect();
+            assert_eq!(read, expected);
         }
-        let expected: Vec<(String, u32)> =
-            tokens.iter().map(|t| (t.raw.clone(), t.position)).collect();
-        assert_eq!(read, expected);
-        assert_eq!(read[1], ("files".to_string(), 2));
+        let description = &analyzed.fields[Field::Description as usize];
+        assert_eq!(vocabulary.word(description[1].raw), "files");
+        assert_eq!(description[1].position, 2);
+        // Values of a multi-valued field stand apart.
+        let params = &analyzed.fields[Field::ParamNames as usize];
+        assert!(params[1].position > params[0].position + 1);
     }
 }
 

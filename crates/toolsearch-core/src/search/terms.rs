@@ -4,10 +4,12 @@
 //! which words a tool holds where. Keeping that as a short sorted list of numbers per tool, made
 //! once when the tool is indexed, means none of them analyses a tool's text again.
 
-use super::analyzer::is_stopword;
-use super::index::{AnalyzedTool, Field, FIELD_COUNT};
+use super::analyzer::{is_stopword, lowercase_into, split_words, Analyzer};
+use super::index::{Field, FIELD_COUNT};
 use crate::error::{Error, Result};
+use crate::tool::Tool;
 use rustc_hash::FxHashMap;
+use std::sync::Arc;
 
 /// The word occurs in the field as a stem.
 pub const STEM: u32 = 1;
@@ -18,6 +20,26 @@ const FIELD_BITS: u32 = 3;
 const ID_SHIFT: u32 = FORM_BITS + FIELD_BITS;
 /// Word numbers must fit beside a field and the form flags in a `u32`.
 const MAX_WORDS: usize = 1 << (32 - ID_SHIFT);
+/// A word not yet seen as written has no stem number yet.
+const NO_STEM: u32 = u32::MAX;
+/// Position gap between the values of a multi-valued field, so phrases never span two values.
+const VALUE_GAP: u32 = 16;
+
+/// One word of a tool's text as the index keeps it: the numbers of its written (lowercased) form
+/// and of its stem, and its position in the field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WordToken {
+    pub raw: u32,
+    pub stem: u32,
+    pub position: u32,
+}
+
+/// The analysed text of one tool, field by field, as word numbers.
+pub struct AnalyzedTool {
+    pub fields: [Vec<WordToken>; FIELD_COUNT],
+    /// The stems of the name's words, stopwords and bare numbers left out.
+    name_words: Vec<u32>,
+}
 
 /// Every word indexed, numbered, with how many live tools hold it in each field, stemmed and raw.
 ///
@@ -25,7 +47,10 @@ const MAX_WORDS: usize = 1 << (32 - ID_SHIFT);
 /// removed (its counts drop to zero); the table grows only with words never seen before.
 #[derive(Default)]
 pub struct Vocabulary {
-    ids: FxHashMap<Box<str>, u32>,
+    ids: FxHashMap<Arc<str>, u32>,
+    words: Vec<Arc<str>>,
+    /// The stem's number of each word seen as written: indexing stems each distinct word once.
+    stems: Vec<u32>,
     counts: Vec<[u32; 2 * FIELD_COUNT]>,
 }
 
@@ -37,6 +62,11 @@ impl Vocabulary {
     /// The number of a word, if any tool ever held it.
     pub fn id(&self, text: &str) -> Option<u32> {
         self.ids.get(text).copied()
+    }
+
+    /// The text of word number `id`.
+    pub fn word(&self, id: u32) -> &str {
+        self.words.get(id as usize).map_or("", |w| w)
     }
 
     /// Whether a live tool holds `text` in `field`, in the given form. Checked before touching
@@ -57,32 +87,102 @@ impl Vocabulary {
             )));
         }
         let id = self.counts.len() as u32;
-        self.ids.insert(text.into(), id);
+        let text: Arc<str> = text.into();
+        self.ids.insert(text.clone(), id);
+        self.words.push(text);
+        self.stems.push(NO_STEM);
         self.counts.push([0; 2 * FIELD_COUNT]);
         Ok(id)
     }
 
-    /// Numbers the words of a tool being indexed, counts them, and returns its word list.
-    pub fn add(&mut self, analyzed: &AnalyzedTool) -> Result<SlotTerms> {
-        let mut name_words = Vec::new();
-        for token in &analyzed.fields[Field::Name as usize] {
-            if !is_stopword(&token.raw) && !token.raw.chars().all(|c| c.is_ascii_digit()) {
-                name_words.push(self.intern(&token.stem)?);
-            }
+    /// The numbers of a lowercased word and of its stem.
+    fn written(&mut self, analyzer: &Analyzer, raw: &str) -> Result<WordToken> {
+        let id = self.intern(raw)?;
+        let mut stem = self.stems[id as usize];
+        if stem == NO_STEM {
+            stem = self.intern(&analyzer.stem(raw))?;
+            self.stems[id as usize] = stem;
         }
+        Ok(WordToken {
+            raw: id,
+            stem,
+            position: 0,
+        })
+    }
+
+    /// Analyses a tool the way the analyzer analyses text (same words, stems and positions),
+    /// straight into word numbers: no string is made per word, only per word never seen before.
+    pub fn analyze(&mut self, analyzer: &Analyzer, tool: &Tool) -> Result<AnalyzedTool> {
+        let mut buffer = String::new();
+        let mut text = |vocabulary: &mut Self,
+                        values: &mut dyn Iterator<Item = &str>,
+                        content_only: bool|
+         -> Result<Vec<WordToken>> {
+            let mut out = Vec::new();
+            let mut base = 0u32;
+            for value in values {
+                let mut next = None;
+                for ((from, to), position) in split_words(value).into_iter().zip(0u32..) {
+                    lowercase_into(&value[from..to], &mut buffer);
+                    if content_only && is_stopword(&buffer) {
+                        continue;
+                    }
+                    let token = vocabulary.written(analyzer, &buffer)?;
+                    out.push(WordToken {
+                        position: base + position,
+                        ..token
+                    });
+                    next = Some(position + 1);
+                }
+                base += next.unwrap_or(0) + VALUE_GAP;
+            }
+            Ok(out)
+        };
+        let params = tool.parameters();
+        let mut fields: [Vec<WordToken>; FIELD_COUNT] = Default::default();
+        fields[Field::Name as usize] = text(self, &mut std::iter::once(tool.name.as_str()), false)?;
+        fields[Field::Description as usize] =
+            text(self, &mut std::iter::once(tool.description.as_str()), true)?;
+        fields[Field::ParamNames as usize] =
+            text(self, &mut params.iter().map(|(n, _)| n.as_str()), false)?;
+        fields[Field::ParamDescriptions as usize] =
+            text(self, &mut params.iter().map(|(_, d)| d.as_str()), true)?;
+        fields[Field::Server as usize] =
+            text(self, &mut std::iter::once(tool.server.as_str()), false)?;
+        fields[Field::Category as usize] = text(
+            self,
+            &mut std::iter::once(tool.category.as_deref().unwrap_or_default()),
+            false,
+        )?;
+        fields[Field::Tags as usize] =
+            text(self, &mut tool.tags.iter().map(String::as_str), false)?;
+        let name_words = fields[Field::Name as usize]
+            .iter()
+            .filter(|t| {
+                let raw = self.word(t.raw);
+                !is_stopword(raw) && !raw.chars().all(|c| c.is_ascii_digit())
+            })
+            .map(|t| t.stem)
+            .collect();
+        Ok(AnalyzedTool { fields, name_words })
+    }
+
+    /// Counts the words of a tool being indexed and returns its word list.
+    pub fn add(&mut self, analyzed: &AnalyzedTool) -> SlotTerms {
         let mut entries = Vec::new();
         for field in Field::ALL {
             let field_bits = (field as u32) << FORM_BITS;
             for token in &analyzed.fields[field as usize] {
-                entries.push(self.intern(&token.stem)? << ID_SHIFT | field_bits | STEM);
-                entries.push(self.intern(&token.raw)? << ID_SHIFT | field_bits | RAW);
+                entries.push(token.stem << ID_SHIFT | field_bits | STEM);
+                entries.push(token.raw << ID_SHIFT | field_bits | RAW);
             }
         }
         entries.sort_unstable();
+        let name_words = &analyzed.name_words;
         // One entry per (word, field), its form flags merged.
         let mut merged: Vec<u32> = Vec::with_capacity(entries.len() + name_words.len() + 1);
         merged.push(name_words.len() as u32);
-        merged.extend(&name_words);
+        merged.extend(name_words);
         let head = merged.len();
         for entry in entries {
             match merged[head..].last_mut() {
@@ -92,7 +192,7 @@ impl Vocabulary {
         }
         let terms = SlotTerms(merged.into_boxed_slice());
         self.adjust(&terms, true);
-        Ok(terms)
+        terms
     }
 
     /// Uncounts the words of a tool being removed.
@@ -181,18 +281,85 @@ impl SlotTerms {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::search::analyzer::Analyzer;
-    use crate::tool::Tool;
+    use crate::search::analyzer::Token;
+    use serde_json::json;
 
-    fn analyzed(tool: &Tool) -> AnalyzedTool {
-        AnalyzedTool::new(&Analyzer::new(), tool)
+    fn add(vocabulary: &mut Vocabulary, tool: &Tool) -> SlotTerms {
+        let analyzed = vocabulary.analyze(&Analyzer::new(), tool).unwrap();
+        vocabulary.add(&analyzed)
+    }
+
+    /// What the analyzer makes of the values of one field, positions offset per value.
+    fn expected(values: &[Vec<Token>]) -> Vec<(String, String, u32)> {
+        let mut out = Vec::new();
+        let mut base = 0;
+        for tokens in values {
+            out.extend(
+                tokens
+                    .iter()
+                    .map(|t| (t.raw.clone(), t.stem.clone(), base + t.position)),
+            );
+            base += tokens.last().map_or(0, |t| t.position + 1) + VALUE_GAP;
+        }
+        out
+    }
+
+    #[test]
+    fn indexing_analyses_a_tool_as_the_analyzer_analyses_a_query() {
+        let analyzer = Analyzer::new();
+        let tool = Tool::new(
+            "getUserFiles",
+            "Lists the files of a user's Drive, 10 at a time",
+        )
+        .with_server("google-drive")
+        .with_category("Storage & Files")
+        .with_tags(["cloud storage", "ÉTÉ"])
+        .with_schema(json!({"type": "object", "properties": {
+            "the_folder": {"type": "string", "description": "The folder to list"},
+            "maxResults": {"type": "integer", "description": "At most this many"}
+        }}));
+        let mut vocabulary = Vocabulary::default();
+        let analyzed = vocabulary.analyze(&analyzer, &tool).unwrap();
+        let words = |field: Field| -> Vec<(String, String, u32)> {
+            analyzed.fields[field as usize]
+                .iter()
+                .map(|t| {
+                    let word = |id| vocabulary.word(id).to_string();
+                    (word(t.raw), word(t.stem), t.position)
+                })
+                .collect()
+        };
+        let params = tool.parameters();
+        assert_eq!(words(Field::Name), expected(&[analyzer.tokens(&tool.name)]));
+        assert_eq!(
+            words(Field::Description),
+            expected(&[analyzer.content_tokens(&tool.description)])
+        );
+        let names: Vec<_> = params.iter().map(|(n, _)| analyzer.tokens(n)).collect();
+        assert_eq!(words(Field::ParamNames), expected(&names));
+        let descriptions: Vec<_> = params
+            .iter()
+            .map(|(_, d)| analyzer.content_tokens(d))
+            .collect();
+        assert_eq!(words(Field::ParamDescriptions), expected(&descriptions));
+        assert_eq!(
+            words(Field::Server),
+            expected(&[analyzer.tokens("google-drive")])
+        );
+        assert_eq!(
+            words(Field::Category),
+            expected(&[analyzer.tokens("Storage & Files")])
+        );
+        let tags: Vec<_> = tool.tags.iter().map(|t| analyzer.tokens(t)).collect();
+        assert_eq!(words(Field::Tags), expected(&tags));
+        assert!(words(Field::Tags).iter().any(|(raw, _, _)| raw == "été"));
     }
 
     #[test]
     fn a_tool_holds_its_words_in_their_fields_and_forms() {
         let tool = Tool::new("get_documents", "Lists the files").with_server("drive");
         let mut vocabulary = Vocabulary::default();
-        let terms = vocabulary.add(&analyzed(&tool)).unwrap();
+        let terms = add(&mut vocabulary, &tool);
         let id = |w: &str| vocabulary.id(w).unwrap();
         assert!(terms.holds(id("document"), Field::Name, STEM));
         assert!(!terms.holds(id("document"), Field::Name, RAW));
@@ -215,8 +382,8 @@ mod tests {
         let a = Tool::new("send_mail", "Sends mail");
         let b = Tool::new("read_mail", "Reads mail");
         let mut vocabulary = Vocabulary::default();
-        let terms_a = vocabulary.add(&analyzed(&a)).unwrap();
-        let _terms_b = vocabulary.add(&analyzed(&b)).unwrap();
+        let terms_a = add(&mut vocabulary, &a);
+        let _terms_b = add(&mut vocabulary, &b);
         vocabulary.remove(&terms_a);
         assert!(!vocabulary.contains("send", Field::Name, false));
         assert!(vocabulary.contains("mail", Field::Name, false));
