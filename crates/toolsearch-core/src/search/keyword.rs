@@ -1,19 +1,23 @@
 //! Keyword mode: evaluates a parsed query against the index with BM25F.
 
-use super::analyzer::{is_request_filler, is_stopword, Token};
+use super::analyzer::{is_request_filler, is_stopword, split_words, Token};
 use super::config::SearchConfig;
 use super::explain::{Form, QueryTerm};
 use super::fuzzy;
 use super::index::{Field, Hits, Source, ToolIndex};
 use super::query::{FieldScope, Query};
 use crate::error::Result;
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// Queries with at most this many content words get fuzzy expansion word by word; longer ones
 /// only when nothing matches at all (in a long question one odd word is noise, not a typo).
 const FUZZY_PER_WORD_MAX_WORDS: usize = 3;
 const FUZZY_EXPANSIONS: usize = 3;
 const PREFIX_EXPANSIONS: usize = 32;
+/// A query is read up to this many words. Longer input is a pasted document or data (a base64
+/// blob splits into thousands of words), not a request; reading all of it made one search cost
+/// as much as a thousand ordinary ones.
+const MAX_QUERY_WORDS: usize = 256;
 /// Fields whose words fuzzy matching and prefixes draw from.
 const VOCABULARY_FIELDS: [Field; 4] = [
     Field::Name,
@@ -29,6 +33,7 @@ pub fn evaluate(
     config: &SearchConfig,
     query: &str,
 ) -> Result<(Hits, f32, Vec<QueryTerm>)> {
+    let query = first_words(query, MAX_QUERY_WORDS);
     let parsed = Query::parse(query);
     let all_words = index.analyzer().tokens(query);
     let keep_stopwords = all_words.iter().all(|t| is_stopword(&t.raw));
@@ -41,9 +46,9 @@ pub fn evaluate(
         keep_stopwords,
         fuzzy_per_word: config.fuzzy && content_words <= FUZZY_PER_WORD_MAX_WORDS,
         fuzzy_now: false,
-        seen: HashSet::new(),
-        repeats: HashMap::new(),
-        idf: HashMap::new(),
+        seen: HashSet::default(),
+        repeats: HashMap::default(),
+        idf: HashMap::default(),
     };
     if config.query_term_frequency > 0.0 {
         for token in evaluator.words(query) {
@@ -75,6 +80,15 @@ pub fn evaluate(
         max *= 1.0 + config.server_aggregation;
     }
     Ok((hits, max, evaluator.terms))
+}
+
+/// `text` up to the end of its `max`-th word.
+fn first_words(text: &str, max: usize) -> &str {
+    match split_words(text).get(max) {
+        // Cut where the first word left out begins.
+        Some(&(start, _)) => &text[..start],
+        None => text,
+    }
 }
 
 /// Tools of a server that matches strongly gain a share of that server's best score: a request
@@ -129,7 +143,7 @@ impl Evaluator<'_> {
     fn reward_proximity(&self, query: &str, hits: &mut Hits) -> Result<f32> {
         const WINDOW: u32 = 3;
         let words = self.words(query);
-        let mut done = HashSet::new();
+        let mut done = HashSet::default();
         let mut most = 0.0;
         for pair in words.windows(2) {
             let (a, b) = (&pair[0], &pair[1]);
@@ -141,7 +155,7 @@ impl Evaluator<'_> {
             };
             let bonus = self.config.proximity * 0.5 * (ia + ib);
             most += bonus;
-            let mut rewarded = HashSet::new();
+            let mut rewarded = HashSet::default();
             for field in [Field::Name, Field::Description, Field::ParamDescriptions] {
                 for slot in self.index.pair_slots(field, &a.stem, &b.stem, WINDOW)? {
                     if hits.contains(slot) && rewarded.insert(slot) {
@@ -258,7 +272,7 @@ impl Evaluator<'_> {
                         out,
                     );
                 }
-                let mut allowed = HashSet::new();
+                let mut allowed = HashSet::default();
                 for &f in Field::in_scope(*field) {
                     allowed.extend(self.index.phrase_slots(f, &tokens)?);
                 }
@@ -413,5 +427,22 @@ impl Evaluator<'_> {
             .collect();
         self.index
             .score_term(self.config, &sources, &mut self.scratch, out, weight)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_query_is_read_up_to_its_word_limit() {
+        assert_eq!(
+            first_words("send an email, then log it", 3),
+            "send an email, "
+        );
+        assert_eq!(first_words("getWeatherNow", 2), "getWeather");
+        assert_eq!(first_words("two words", 5), "two words");
+        let long = format!("{} weather", "filler ".repeat(MAX_QUERY_WORDS));
+        assert!(!first_words(&long, MAX_QUERY_WORDS).contains("weather"));
     }
 }
