@@ -207,14 +207,7 @@ fn child(exe: &Path, args: &SearchBenchArgs, size: usize, ranker: &str) -> Resul
 }
 
 fn search_config(args: &SearchBenchArgs) -> Result<SearchConfig> {
-    let mut config = SearchConfig::default();
-    for setting in &args.settings {
-        let (key, value) = setting
-            .split_once('=')
-            .ok_or_else(|| BadInput(format!("--set {setting}: expected KEY=VALUE")))?;
-        config.set(key.trim(), value.trim())?;
-    }
-    Ok(config)
+    super::eval::search_config(&args.settings)
 }
 
 /// The catalog and queries of one size, built the same way in every child.

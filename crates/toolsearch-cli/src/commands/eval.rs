@@ -30,6 +30,18 @@ pub struct EvalArgs {
     json: bool,
 }
 
+/// The default search settings with each `--set KEY=VALUE` applied (shared with `bench search`).
+pub fn search_config(settings: &[String]) -> Result<SearchConfig> {
+    let mut config = SearchConfig::default();
+    for setting in settings {
+        let (key, value) = setting
+            .split_once('=')
+            .ok_or_else(|| BadInput(format!("--set {setting}: expected KEY=VALUE")))?;
+        config.set(key.trim(), value.trim())?;
+    }
+    Ok(config)
+}
+
 pub fn run(args: EvalArgs) -> Result<()> {
     let rankers: Vec<RankerKind> = if args.ranker.is_empty() {
         RankerKind::ALL.to_vec()
@@ -42,13 +54,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
             })
             .collect::<Result<_, _>>()?
     };
-    let mut config = SearchConfig::default();
-    for setting in &args.settings {
-        let (key, value) = setting
-            .split_once('=')
-            .ok_or_else(|| BadInput(format!("--set {setting}: expected KEY=VALUE")))?;
-        config.set(key.trim(), value.trim())?;
-    }
+    let config = search_config(&args.settings)?;
     let dirs = if args.dataset.is_empty() {
         let root = Path::new(DEFAULT_DATASETS);
         if !root.is_dir() {

@@ -1,0 +1,106 @@
+//! `toolsearch bench search`, run as a user runs it, on synthetic tools and queries (the
+//! evaluation datasets are pointed away, so this needs no data).
+
+use serde_json::Value;
+use std::process::{Command, Output};
+
+const NO_DATASETS: &str = "/nonexistent/toolsearch-bench-cli-datasets";
+
+fn toolsearch(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_toolsearch"))
+        .args(args)
+        .output()
+        .expect("the toolsearch binary runs")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn number(value: &Value, key: &str) -> f64 {
+    value[key]
+        .as_f64()
+        .unwrap_or_else(|| panic!("`{key}` is a number in {value}"))
+}
+
+#[test]
+fn json_report_has_the_documented_shape() {
+    let out = toolsearch(&[
+        "bench",
+        "search",
+        "--sizes",
+        "120,300",
+        "--max-queries",
+        "5",
+        "--datasets",
+        NO_DATASETS,
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    let sizes = report["sizes"].as_array().expect("a `sizes` array");
+    assert_eq!(sizes.len(), 2);
+    for (size, tools) in sizes.iter().zip([120, 300]) {
+        assert_eq!(size["tools"], tools);
+        assert_eq!(size["source"], "synthetic");
+        assert!(number(size, "build_ms") > 0.0);
+        assert!(number(size, "replace_server_ms") > 0.0);
+        assert!(number(size, "catalog_json_mb") > 0.0);
+        if cfg!(target_os = "linux") {
+            let start = number(size, "rss_at_start_mb");
+            let peak = number(size, "peak_rss_mb");
+            assert!(number(size, "rss_before_build_mb") > 0.0);
+            assert!(
+                start > 0.0 && peak >= start,
+                "start {start} MB, peak {peak} MB"
+            );
+        }
+        let rankers: Vec<&str> = size["rankers"]
+            .as_array()
+            .expect("a `rankers` array")
+            .iter()
+            .map(|r| r["ranker"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(rankers, ["toolsearch", "overlap", "bm25-plain"]);
+        for ranker in size["rankers"].as_array().into_iter().flatten() {
+            let (p50, p99, max) = (
+                number(ranker, "p50_us"),
+                number(ranker, "p99_us"),
+                number(ranker, "max_us"),
+            );
+            assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{ranker}");
+        }
+    }
+}
+
+#[test]
+fn settings_are_checked_before_anything_runs() {
+    let unknown = toolsearch(&["bench", "search", "--sizes", "60", "--set", "bogus=1"]);
+    assert_eq!(unknown.status.code(), Some(2), "{}", stderr(&unknown));
+    assert!(
+        stderr(&unknown).contains("unknown key"),
+        "{}",
+        stderr(&unknown)
+    );
+    let malformed = toolsearch(&["bench", "search", "--sizes", "60", "--set", "k1"]);
+    assert_eq!(malformed.status.code(), Some(2));
+    assert!(stderr(&malformed).contains("expected KEY=VALUE"));
+}
+
+#[test]
+fn a_valid_setting_is_accepted_by_every_measuring_process() {
+    let out = toolsearch(&[
+        "bench",
+        "search",
+        "--sizes",
+        "60",
+        "--max-queries",
+        "3",
+        "--datasets",
+        NO_DATASETS,
+        "--set",
+        "proximity=0",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
