@@ -8,42 +8,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-pub fn peers_dir() -> PathBuf {
-    match std::env::var_os("TOOLSEARCH_TEST_PEERS") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.test-peers"),
-    }
-}
-
-pub fn require(path: PathBuf, what: &str) -> String {
-    assert!(
-        path.exists(),
-        "{what} is not installed (expected at {}); run scripts/install-test-peers.sh from the repository root, then run the tests again",
-        path.display()
-    );
-    path.to_string_lossy().into_owned()
-}
-
-pub fn everything_js() -> String {
-    require(
-        peers_dir().join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
-        "@modelcontextprotocol/server-everything",
-    )
-}
-
-pub fn venv_python() -> String {
-    require(
-        peers_dir().join("venv/bin/python"),
-        "the test venv (Python mcp SDK)",
-    )
-}
-
-pub fn mcp_server_time() -> String {
-    require(
-        peers_dir().join("venv/bin/mcp-server-time"),
-        "mcp-server-time",
-    )
-}
+#[path = "../../../../tests/support/peers.rs"]
+mod peer_paths;
+// Each test binary uses its own subset of these.
+#[allow(unused_imports)]
+pub use peer_paths::*;
 
 /// A Python client script under tests/clients/.
 pub fn client(name: &str) -> String {

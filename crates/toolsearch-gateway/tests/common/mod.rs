@@ -24,43 +24,11 @@ pub fn init_logs() {
         .try_init();
 }
 
-/// `.test-peers` at the repository root, or `$TOOLSEARCH_TEST_PEERS` (the install script honours it too).
-pub fn peers_dir() -> PathBuf {
-    match std::env::var_os("TOOLSEARCH_TEST_PEERS") {
-        Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../.test-peers"),
-    }
-}
-
-fn require(path: PathBuf, what: &str) -> String {
-    assert!(
-        path.exists(),
-        "{what} is not installed (expected at {}); run scripts/install-test-peers.sh from the repository root, then run the tests again",
-        path.display()
-    );
-    path.to_string_lossy().into_owned()
-}
-
-pub fn everything_js() -> String {
-    require(
-        peers_dir().join("node/node_modules/@modelcontextprotocol/server-everything/dist/index.js"),
-        "@modelcontextprotocol/server-everything",
-    )
-}
-
-pub fn venv_python() -> String {
-    require(
-        peers_dir().join("venv/bin/python"),
-        "the test venv (Python mcp SDK)",
-    )
-}
-
-pub fn mcp_server_time() -> String {
-    require(
-        peers_dir().join("venv/bin/mcp-server-time"),
-        "mcp-server-time",
-    )
-}
+#[path = "../../../../tests/support/peers.rs"]
+mod peer_paths;
+// Each test binary uses its own subset of these.
+#[allow(unused_imports)]
+pub use peer_paths::*;
 
 pub fn paged_server_py() -> String {
     require(
