@@ -1,6 +1,7 @@
 //! The set of tools, grouped by server and versioned.
 
 use crate::error::{Error, Result};
+use crate::policy::Naming;
 use crate::tool::{Tool, ToolId};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -114,8 +115,8 @@ impl Catalog {
 
     /// Resolves a name as a client would write it: `server___name`, or a bare name that is unique
     /// in the catalog.
-    pub fn resolve(&self, name: &str, separator: &str) -> Option<&Arc<Tool>> {
-        let id = ToolId::parse_public(name, separator);
+    pub fn resolve(&self, name: &str, naming: &Naming) -> Option<&Arc<Tool>> {
+        let id = naming.parse(name);
         if let Some(tool) = self.get(&id) {
             return Some(tool);
         }
@@ -127,12 +128,12 @@ impl Catalog {
     }
 
     /// Up to `max` public names closest to `name`, for did-you-mean messages.
-    pub fn suggest(&self, name: &str, separator: &str, max: usize) -> Vec<String> {
+    pub fn suggest(&self, name: &str, naming: &Naming, max: usize) -> Vec<String> {
         let wanted = name.to_lowercase();
         let mut scored: Vec<(f64, String)> = self
             .tools()
             .map(|t| {
-                let public = t.public_name(separator);
+                let public = naming.tool_name(t);
                 let a = strsim::jaro_winkler(&wanted, &public.to_lowercase());
                 let b = strsim::jaro_winkler(&wanted, &t.name.to_lowercase());
                 (a.max(b), public)
@@ -170,7 +171,7 @@ mod tests {
         let v = c.version();
         c.replace_server("a", vec![tool("ignored", "w")]).unwrap();
         assert!(c.version() > v);
-        let names: Vec<_> = c.tools().map(|t| t.public_name("___")).collect();
+        let names: Vec<_> = c.tools().map(|t| t.id().to_string()).collect();
         assert_eq!(names, vec!["a___w", "b___z"]);
     }
 
@@ -192,12 +193,13 @@ mod tests {
     fn resolve_and_suggest() {
         let c =
             Catalog::from_tools(vec![tool("gh", "create_issue"), tool("fs", "read_file")]).unwrap();
+        let naming = Naming::default();
         assert_eq!(
-            c.resolve("gh___create_issue", "___").unwrap().name,
+            c.resolve("gh___create_issue", &naming).unwrap().name,
             "create_issue"
         );
-        assert_eq!(c.resolve("read_file", "___").unwrap().server, "fs");
-        assert!(c.resolve("nope", "___").is_none());
-        assert_eq!(c.suggest("create_isue", "___", 3)[0], "gh___create_issue");
+        assert_eq!(c.resolve("read_file", &naming).unwrap().server, "fs");
+        assert!(c.resolve("nope", &naming).is_none());
+        assert_eq!(c.suggest("create_isue", &naming, 3)[0], "gh___create_issue");
     }
 }

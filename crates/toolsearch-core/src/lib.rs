@@ -3,22 +3,27 @@
 //! a model sees. No network, no async runtime: callers bring their own I/O.
 
 pub mod catalog;
+pub mod contract;
+pub mod disclosure;
 pub mod error;
+pub mod formats;
+pub mod policy;
+pub mod search;
+pub mod served;
 pub mod tool;
 
 pub use catalog::Catalog;
-pub use error::{Error, Result};
-pub use tool::{DeferPolicy, Tool, ToolId, ToolSchema, DEFAULT_SEPARATOR};
-pub mod search;
-
-pub use search::{
-    Fallback, Filters, MatchedOn, NamePattern, SearchConfig, SearchEngine, SearchHit, SearchMode,
-    SearchRequest, SearchResponse,
-};
-pub mod formats;
-pub use formats::{parse_catalog, CatalogFormat};
-pub mod disclosure;
+pub use contract::{SearchArgs, SearchOptions, SearchResults, ToolMatch};
 pub use disclosure::{
     error_result, Disclosure, DisclosureConfig, Dispatch, ExposedTool, Exposure, MetaOutcome,
-    MetaTool, Preset, SelectionOrder,
+    MetaTool, Preset, SelectionOrder, ServedId, ServerStatus,
 };
+pub use error::{Error, Result};
+pub use formats::{parse_catalog, CatalogFormat};
+pub use policy::{CatalogPolicy, CategoryDef, CategoryInfo, NamePattern, Naming};
+pub use search::{
+    Fallback, Filters, MatchedOn, SearchConfig, SearchEngine, SearchHit, SearchMode,
+    SearchRequest, SearchResponse,
+};
+pub use served::{parse_arguments, schema_for, OneOrMany, ToolDecl};
+pub use tool::{DeferPolicy, Tool, ToolId, ToolSchema, DEFAULT_SEPARATOR};

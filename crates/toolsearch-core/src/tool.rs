@@ -24,28 +24,15 @@ impl ToolId {
             name: name.into(),
         }
     }
-
-    /// `server___name`, or the bare name for a tool without a server.
-    pub fn public_name(&self, separator: &str) -> String {
-        if self.server.is_empty() {
-            self.name.clone()
-        } else {
-            format!("{}{}{}", self.server, separator, self.name)
-        }
-    }
-
-    /// Splits a public name back into server and name. A name without the separator has no server.
-    pub fn parse_public(public: &str, separator: &str) -> Self {
-        match public.split_once(separator) {
-            Some((server, name)) if !separator.is_empty() => Self::new(server, name),
-            _ => Self::new("", public),
-        }
-    }
 }
 
 impl fmt::Display for ToolId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.public_name(DEFAULT_SEPARATOR))
+        if self.server.is_empty() {
+            f.write_str(&self.name)
+        } else {
+            write!(f, "{}{DEFAULT_SEPARATOR}{}", self.server, self.name)
+        }
     }
 }
 
@@ -134,10 +121,6 @@ impl Tool {
 
     pub fn id(&self) -> ToolId {
         ToolId::new(self.server.clone(), self.name.clone())
-    }
-
-    pub fn public_name(&self, separator: &str) -> String {
-        self.id().public_name(separator)
     }
 
     /// The schema's parameters as (name, description) pairs, top level and nested objects alike.

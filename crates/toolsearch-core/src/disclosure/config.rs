@@ -87,20 +87,15 @@ impl FromStr for SelectionOrder {
     }
 }
 
-/// Everything that decides what a session sees. Field names follow the gateway's config file
-/// (camelCase) so that it can be read straight from there.
+/// Everything that decides what a session sees, beside the catalog policy (never-defer, pinned and
+/// always-visible tools are the policy's: it gives them `DeferPolicy::Never`). Field names follow
+/// the gateway's config file (camelCase) so that it can be read straight from there.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct DisclosureConfig {
     pub preset: Preset,
     /// Catalogs of at most this many tools pass through unchanged (except `DeferPolicy::Always`).
     pub threshold: usize,
-    /// Tools always sent in full, by public (`server___name`) or bare name.
-    pub never_defer: Vec<String>,
-    /// Pre-discovered tools: visible in full from the first request, by public or bare name.
-    pub pinned: Vec<String>,
-    /// Categories whose tools are always visible in full (case-insensitive).
-    pub always_visible_categories: Vec<String>,
     /// `limit` preset: how many tools a session sees besides the always-visible ones.
     pub max_tools_limit: usize,
     /// `limit` preset: which tools come first before any search.
@@ -124,9 +119,6 @@ impl Default for DisclosureConfig {
         Self {
             preset: Preset::Search,
             threshold: 15,
-            never_defer: Vec::new(),
-            pinned: Vec::new(),
-            always_visible_categories: Vec::new(),
             max_tools_limit: 20,
             tool_selection_order: SelectionOrder::ServerPriority,
             server_priority: Vec::new(),

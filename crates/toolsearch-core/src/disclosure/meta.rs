@@ -1,9 +1,13 @@
-//! The meta-tools: names, descriptions and JSON schemas, and the argument checks they share.
-//! Descriptions are short on purpose: they are sent on every request.
+//! The meta-tools, each declared once: a typed argument struct (its JSON Schema is derived from
+//! it), a description, and the shape of its result. Descriptions are short on purpose: they are
+//! sent on every request.
 
 use super::config::Preset;
-use crate::error::{Error, Result};
-use serde_json::{json, Map, Value};
+use crate::contract::{CategoryArgs, CategoryList, CategoryTools, SearchArgs, SearchResults};
+use crate::served::ToolDecl;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 pub const TOOL_SEARCH: &str = "tool_search";
 pub const SEARCH_TOOLS: &str = "search_tools";
@@ -14,10 +18,83 @@ pub const CALL_TOOL: &str = "call_tool";
 pub const LIST_CATEGORIES: &str = "list_categories";
 pub const GET_TOOLS_BY_CATEGORY: &str = "get_tools_by_category";
 
-/// Largest page `search_tools`, `search_available_tools` and `get_tools_by_category` return.
-pub const MAX_PAGE: u64 = 50;
-/// Largest page of `show_all_tools` (names only, so it can be larger).
-pub const MAX_NAMES_PAGE: u64 = 500;
+/// Largest page of `show_all_tools` (names only, so it can be larger than a search's).
+pub const MAX_NAMES_PAGE: usize = 500;
+
+/// `tool_search`: a query whose matches are loaded.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSearchArgs {
+    /// Keywords, or a tool's exact name.
+    pub query: String,
+}
+
+/// `add_tool`: the names to add.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AddToolArgs {
+    /// Exact tool names, as search results give them.
+    #[schemars(length(min = 1, max = 50))]
+    pub names: Vec<String>,
+}
+
+/// `show_all_tools`: one page of names.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShowAllArgs {
+    /// Skip this many names (the previous page's nextOffset).
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// Names per page (at most 500).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 500))]
+    pub limit: Option<usize>,
+}
+
+/// `call_tool`: which tool, with which arguments.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallToolArgs {
+    /// Exact tool name.
+    pub name: String,
+    /// The tool's arguments, matching its input schema.
+    #[serde(default)]
+    pub arguments: Option<Map<String, Value>>,
+}
+
+/// `list_categories` takes no arguments.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoArgs {}
+
+/// What `tool_search` returns: the search, and the tools it loaded into the session.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Revealed {
+    #[serde(flatten)]
+    pub results: SearchResults,
+    /// Tools that became available to call directly.
+    pub loaded: Vec<String>,
+}
+
+/// What `add_tool` returns.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Added {
+    pub added: Vec<String>,
+    pub already_available: Vec<String>,
+}
+
+/// What `show_all_tools` returns.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NamesPage {
+    pub total: usize,
+    pub offset: usize,
+    pub names: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<usize>,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MetaTool {
@@ -105,135 +182,29 @@ impl MetaTool {
         }
     }
 
-    pub fn schema(self) -> Value {
-        let query = json!({"type": "string", "description": "Keywords, or a tool's exact name"});
-        let limit = |max: u64, default: u64| json!({"type": "integer", "minimum": 1, "maximum": max, "default": default});
-        let offset = json!({"type": "integer", "minimum": 0, "default": 0});
-        let strings = json!({"type": "array", "items": {"type": "string"}});
-        let search = json!({
-            "type": "object",
-            "properties": {
-                "query": query,
-                "mode": {"type": "string", "enum": ["keyword", "regex"], "default": "keyword"},
-                "server": strings,
-                "category": strings,
-                "tags": strings,
-                "limit": limit(MAX_PAGE, 10)
-            },
-            "required": ["query"],
-            "additionalProperties": false
-        });
+    /// The declaration clients see: arguments and result schemas derived from the types.
+    pub fn decl(self, preset: Preset) -> ToolDecl {
+        let description = self.description(preset);
+        let name = self.name();
         match self {
-            MetaTool::ToolSearch => json!({
-                "type": "object",
-                "properties": {"query": query},
-                "required": ["query"],
-                "additionalProperties": false
-            }),
-            MetaTool::SearchTools | MetaTool::SearchAvailableTools => search,
-            MetaTool::AddTool => json!({
-                "type": "object",
-                "properties": {"names": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": 50}},
-                "required": ["names"],
-                "additionalProperties": false
-            }),
-            MetaTool::ShowAllTools => json!({
-                "type": "object",
-                "properties": {"offset": offset, "limit": limit(MAX_NAMES_PAGE, 200)},
-                "additionalProperties": false
-            }),
-            MetaTool::CallTool => json!({
-                "type": "object",
-                "properties": {
-                    "name": {"type": "string", "description": "Exact tool name"},
-                    "arguments": {"type": "object"}
-                },
-                "required": ["name"],
-                "additionalProperties": false
-            }),
-            MetaTool::ListCategories => json!({
-                "type": "object",
-                "properties": {},
-                "additionalProperties": false
-            }),
-            MetaTool::GetToolsByCategory => json!({
-                "type": "object",
-                "properties": {"category": {"type": "string"}, "offset": offset, "limit": limit(MAX_PAGE, 20)},
-                "required": ["category"],
-                "additionalProperties": false
-            }),
-        }
-    }
-}
-
-/// Checks meta-tool arguments against the meta-tool's schema; `null` counts as `{}`.
-pub fn check_arguments(tool: MetaTool, arguments: Value) -> Result<Map<String, Value>> {
-    let schema = tool.schema();
-    let arguments = match arguments {
-        Value::Null => Value::Object(Map::new()),
-        other => other,
-    };
-    let problems = schema_problems(&schema, &arguments);
-    if !problems.is_empty() {
-        return Err(Error::MetaArguments {
-            tool: tool.name(),
-            problem: problems.join("; "),
-            schema,
-        });
-    }
-    match arguments {
-        Value::Object(map) => Ok(map),
-        // The schema requires an object, so this only happens if the schema failed to compile.
-        _ => Err(Error::MetaArguments {
-            tool: tool.name(),
-            problem: "arguments must be a JSON object".to_string(),
-            schema,
-        }),
-    }
-}
-
-/// Up to ten readable problems of `instance` against `schema`. A schema that does not compile is
-/// reported once and never blocks the call: the tool's own server validates too.
-pub fn schema_problems(schema: &Value, instance: &Value) -> Vec<String> {
-    let validator = match jsonschema::validator_for(schema) {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::warn!(error = %e, "input schema does not compile; arguments not validated");
-            return Vec::new();
-        }
-    };
-    validator
-        .iter_errors(instance)
-        .take(10)
-        .map(|e| {
-            let path = e.instance_path().to_string();
-            if path.is_empty() {
-                e.to_string()
-            } else {
-                format!("at {path}: {e}")
+            MetaTool::ToolSearch => {
+                ToolDecl::new::<ToolSearchArgs>(name, description).returns::<Revealed>()
             }
-        })
-        .collect()
-}
-
-pub fn str_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Option<&'a str> {
-    args.get(key).and_then(Value::as_str)
-}
-
-pub fn usize_arg(args: &Map<String, Value>, key: &str, default: usize) -> usize {
-    args.get(key)
-        .and_then(Value::as_u64)
-        .map_or(default, |v| usize::try_from(v).unwrap_or(usize::MAX))
-}
-
-pub fn strings_arg(args: &Map<String, Value>, key: &str) -> Vec<String> {
-    match args.get(key) {
-        Some(Value::Array(items)) => items
-            .iter()
-            .filter_map(Value::as_str)
-            .map(str::to_string)
-            .collect(),
-        Some(Value::String(s)) => vec![s.clone()],
-        _ => Vec::new(),
+            MetaTool::SearchTools | MetaTool::SearchAvailableTools => {
+                ToolDecl::new::<SearchArgs>(name, description).returns::<SearchResults>()
+            }
+            MetaTool::AddTool => ToolDecl::new::<AddToolArgs>(name, description).returns::<Added>(),
+            MetaTool::ShowAllTools => {
+                ToolDecl::new::<ShowAllArgs>(name, description).returns::<NamesPage>()
+            }
+            // Its result is the called tool's, whatever that is.
+            MetaTool::CallTool => ToolDecl::new::<CallToolArgs>(name, description),
+            MetaTool::ListCategories => {
+                ToolDecl::new::<NoArgs>(name, description).returns::<CategoryList>()
+            }
+            MetaTool::GetToolsByCategory => {
+                ToolDecl::new::<CategoryArgs>(name, description).returns::<CategoryTools>()
+            }
+        }
     }
 }

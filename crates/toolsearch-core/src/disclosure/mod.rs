@@ -16,19 +16,40 @@ mod session;
 
 pub use config::{DisclosureConfig, Preset, SelectionOrder};
 pub use meta::{
-    MetaTool, ADD_TOOL, CALL_TOOL, GET_TOOLS_BY_CATEGORY, LIST_CATEGORIES, SEARCH_AVAILABLE_TOOLS,
-    SEARCH_TOOLS, SHOW_ALL_TOOLS, TOOL_SEARCH,
+    AddToolArgs, Added, CallToolArgs, MetaTool, NamesPage, NoArgs, Revealed, ShowAllArgs,
+    ToolSearchArgs, ADD_TOOL, CALL_TOOL, GET_TOOLS_BY_CATEGORY, LIST_CATEGORIES, MAX_NAMES_PAGE,
+    SEARCH_AVAILABLE_TOOLS, SEARCH_TOOLS, SHOW_ALL_TOOLS, TOOL_SEARCH,
 };
 
+use crate::contract::{self, CategoryArgs, SearchArgs, SearchOptions, SearchResults};
 use crate::error::{Error, Result};
-use crate::search::{Filters, SearchEngine, SearchMode, SearchRequest, SearchResponse};
+use crate::search::SearchEngine;
+use crate::served::{parse_arguments, schema_problems, ToolDecl};
 use crate::tool::{DeferPolicy, Tool, ToolId};
-use meta::{check_arguments, str_arg, strings_arg, usize_arg};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
 use session::{Session, SessionStore};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Tells which servers cannot take calls right now, so that results can say so. The gateway
+/// implements it over its upstreams; a library user without servers needs none.
+pub trait ServerStatus: Send + Sync {
+    /// The server's state when it is not ready (`restarting in 4s: ...`), `None` when it is.
+    fn unavailable(&self, server: &str) -> Option<String>;
+}
+
+/// A tool served beside the meta-tools by whoever embeds the disclosure (the gateway's
+/// large-output tools), as numbered by [`Disclosure::serve`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct ServedId(pub usize);
+
+/// A served tool a name resolves to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Served {
+    Meta(MetaTool),
+    External(ServedId),
+}
 
 /// How a tool appears in a session's list.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -53,6 +74,9 @@ pub struct ExposedTool {
     pub description: String,
     #[serde(rename = "inputSchema")]
     pub input_schema: Value,
+    /// The schema of the JSON result, for served tools that declare one.
+    #[serde(rename = "outputSchema", skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub annotations: Option<Value>,
     #[serde(skip)]
@@ -63,27 +87,28 @@ pub struct ExposedTool {
 }
 
 impl ExposedTool {
-    fn meta(tool: MetaTool, preset: Preset) -> Self {
+    fn served(decl: &ToolDecl) -> Self {
         Self {
-            name: tool.name().to_string(),
-            description: tool.description(preset).to_string(),
-            input_schema: tool.schema(),
+            name: decl.name.to_string(),
+            description: decl.description.clone(),
+            input_schema: decl.input_schema.clone(),
+            output_schema: decl.output_schema.clone(),
             annotations: None,
             exposure: Exposure::Meta,
             tool: None,
         }
     }
 
-    fn catalog(tool: &Arc<Tool>, separator: &str, exposure: Exposure) -> Self {
-        let name = tool.public_name(separator);
+    fn catalog(tool: &Arc<Tool>, engine: &SearchEngine, exposure: Exposure) -> Self {
         let input_schema = match exposure {
             Exposure::Stub => stub_schema(),
             _ => tool.input_schema.to_value(),
         };
         Self {
-            name,
+            name: engine.naming().tool_name(tool),
             description: tool.description.clone(),
             input_schema,
+            output_schema: None,
             annotations: tool.annotations.clone(),
             exposure,
             tool: Some(tool.clone()),
@@ -116,21 +141,32 @@ pub enum Dispatch {
     Meta(MetaOutcome),
     /// Run this catalog tool with these (validated) arguments.
     Call { tool: Arc<Tool>, arguments: Value },
+    /// Run this tool of the embedder's ([`Disclosure::serve`]), directly or through `call_tool`,
+    /// with these (unchecked) arguments.
+    Served { id: ServedId, arguments: Value },
 }
 
 #[derive(Debug)]
 struct State {
     sessions: SessionStore,
-    never_defer: HashSet<String>,
-    pinned: HashSet<String>,
 }
 
 /// The disclosure policy and its sessions. Thread-safe; share it behind an `Arc`.
-#[derive(Debug)]
 pub struct Disclosure {
     config: DisclosureConfig,
-    categories: HashSet<String>,
     state: Mutex<State>,
+    /// Tools served beside the meta-tools, listed in every session after them.
+    served: Vec<ToolDecl>,
+    status: Option<Arc<dyn ServerStatus>>,
+}
+
+impl std::fmt::Debug for Disclosure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Disclosure")
+            .field("config", &self.config)
+            .field("served", &self.served)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Default for Disclosure {
@@ -148,18 +184,30 @@ impl Disclosure {
     fn build(config: DisclosureConfig) -> Self {
         let state = State {
             sessions: SessionStore::new(config.max_sessions),
-            never_defer: config.never_defer.iter().cloned().collect(),
-            pinned: config.pinned.iter().cloned().collect(),
         };
         Self {
-            categories: config
-                .always_visible_categories
-                .iter()
-                .map(|c| c.to_lowercase())
-                .collect(),
             config,
             state: Mutex::new(state),
+            served: Vec::new(),
+            status: None,
         }
+    }
+
+    /// Serves `decl` beside the meta-tools, in every session and every preset: a call to it,
+    /// direct or through `call_tool`, dispatches as [`Dispatch::Served`] with the returned id.
+    pub fn serve(&mut self, decl: ToolDecl) -> ServedId {
+        self.served.push(decl);
+        ServedId(self.served.len() - 1)
+    }
+
+    /// The declaration of a served tool.
+    pub fn served_decl(&self, id: ServedId) -> Option<&ToolDecl> {
+        self.served.get(id.0)
+    }
+
+    /// Search results will mark the tools of servers that `status` reports down.
+    pub fn set_server_status(&mut self, status: Arc<dyn ServerStatus>) {
+        self.status = Some(status);
     }
 
     pub fn config(&self) -> &DisclosureConfig {
@@ -176,24 +224,6 @@ impl Disclosure {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Always sends this tool (public or bare name) in full from now on.
-    pub fn add_never_defer(&self, name: impl Into<String>) {
-        self.lock().never_defer.insert(name.into());
-    }
-
-    pub fn remove_never_defer(&self, name: &str) -> bool {
-        self.lock().never_defer.remove(name)
-    }
-
-    /// Pins a tool (public or bare name): visible in full in every session.
-    pub fn pin(&self, name: impl Into<String>) {
-        self.lock().pinned.insert(name.into());
-    }
-
-    pub fn unpin(&self, name: &str) -> bool {
-        self.lock().pinned.remove(name)
-    }
-
     /// Forgets a session's reveals; returns whether it existed.
     pub fn end_session(&self, session_id: &str) -> bool {
         self.lock().sessions.remove(session_id)
@@ -208,22 +238,10 @@ impl Disclosure {
         engine.catalog().len() > self.config.threshold
     }
 
-    fn always_full(&self, tool: &Tool, state: &State, separator: &str) -> bool {
-        let listed = |set: &HashSet<String>| {
-            !set.is_empty()
-                && (set.contains(&tool.name) || set.contains(&tool.public_name(separator)))
-        };
-        tool.defer == DeferPolicy::Never
-            || listed(&state.never_defer)
-            || listed(&state.pinned)
-            || tool
-                .category
-                .as_ref()
-                .is_some_and(|c| self.categories.contains(&c.to_lowercase()))
-    }
-
-    fn is_deferred(&self, tool: &Tool, active: bool, state: &State, separator: &str) -> bool {
-        if self.config.preset == Preset::Passthrough || self.always_full(tool, state, separator) {
+    /// Never-defer, pinned and always-visible tools carry `DeferPolicy::Never`: the catalog
+    /// policy set it when they entered the engine.
+    fn is_deferred(&self, tool: &Tool, active: bool) -> bool {
+        if self.config.preset == Preset::Passthrough {
             return false;
         }
         match tool.defer {
@@ -234,26 +252,27 @@ impl Disclosure {
     }
 
     /// The catalog split into (tool, deferred?) in catalog order.
-    fn classify(&self, engine: &SearchEngine, state: &State) -> Vec<(Arc<Tool>, bool)> {
+    fn classify(&self, engine: &SearchEngine) -> Vec<(Arc<Tool>, bool)> {
         let active = self.is_active(engine);
-        let separator = &engine.config().separator;
         engine
             .catalog()
             .tools()
-            .map(|t| (t.clone(), self.is_deferred(t, active, state, separator)))
+            .map(|t| (t.clone(), self.is_deferred(t, active)))
             .collect()
     }
 
-    /// The meta-tools listed in this preset for this catalog.
+    /// The meta-tools listed in this preset for this catalog, then the served tools.
     pub fn meta_tools(&self, engine: &SearchEngine) -> Vec<ExposedTool> {
-        let state = self.lock();
-        if !self.classify(engine, &state).iter().any(|(_, d)| *d) {
-            return Vec::new();
-        }
-        self.listed_meta(engine)
-            .into_iter()
-            .map(|m| ExposedTool::meta(m, self.config.preset))
-            .collect()
+        let mut out: Vec<ExposedTool> = if self.classify(engine).iter().any(|(_, d)| *d) {
+            self.listed_meta(engine)
+                .into_iter()
+                .map(|m| ExposedTool::served(&m.decl(self.config.preset)))
+                .collect()
+        } else {
+            Vec::new()
+        };
+        out.extend(self.served.iter().map(ExposedTool::served));
+        out
     }
 
     fn listed_meta(&self, engine: &SearchEngine) -> Vec<MetaTool> {
@@ -269,36 +288,53 @@ impl Disclosure {
         })
     }
 
+    /// The served tool `name` declares, if any: a meta-tool of this preset or an embedder's tool.
+    fn served_tool(&self, name: &str) -> Option<Served> {
+        if self.is_meta_tool(name) {
+            return MetaTool::from_name(name).map(Served::Meta);
+        }
+        self.served
+            .iter()
+            .position(|d| d.name == name)
+            .map(|i| Served::External(ServedId(i)))
+    }
+
     /// The tool list for `session_id` (what `tools/list` returns): meta-tools first, then the
     /// always-visible tools (and `progressive` stubs) in catalog order, then the session's
     /// revealed tools in the order they were revealed. Revealing only appends, so providers'
     /// prompt caches keep the prefix.
     pub fn visible_tools(&self, session_id: &str, engine: &SearchEngine) -> Vec<ExposedTool> {
-        let mut state = self.lock();
-        let classified = self.classify(engine, &state);
-        let separator = engine.config().separator.as_str();
+        let classified = self.classify(engine);
         let preset = self.config.preset;
         if !classified.iter().any(|(_, deferred)| *deferred) {
-            return classified
+            let mut out: Vec<ExposedTool> = classified
                 .iter()
-                .map(|(t, _)| ExposedTool::catalog(t, separator, Exposure::Full))
+                .map(|(t, _)| ExposedTool::catalog(t, engine, Exposure::Full))
                 .collect();
+            out.extend(self.served.iter().map(ExposedTool::served));
+            return out;
         }
-        let session = state.sessions.get(session_id).cloned().unwrap_or_default();
+        let session = self
+            .lock()
+            .sessions
+            .get(session_id)
+            .cloned()
+            .unwrap_or_default();
         let mut out: Vec<ExposedTool> = self
             .listed_meta(engine)
             .into_iter()
-            .map(|m| ExposedTool::meta(m, preset))
+            .map(|m| ExposedTool::served(&m.decl(preset)))
+            .chain(self.served.iter().map(ExposedTool::served))
             .collect();
         let mut shown: HashSet<ToolId> = HashSet::new();
         let revealed: HashSet<&ToolId> = session.revealed.iter().collect();
         for (tool, deferred) in &classified {
             if !deferred {
                 shown.insert(tool.id());
-                out.push(ExposedTool::catalog(tool, separator, Exposure::Full));
+                out.push(ExposedTool::catalog(tool, engine, Exposure::Full));
             } else if preset == Preset::Progressive && !revealed.contains(&tool.id()) {
                 shown.insert(tool.id());
-                out.push(ExposedTool::catalog(tool, separator, Exposure::Stub));
+                out.push(ExposedTool::catalog(tool, engine, Exposure::Stub));
             }
         }
         let extra: Vec<ToolId> = match preset {
@@ -306,7 +342,7 @@ impl Disclosure {
             Preset::Limit => session
                 .limit_set
                 .clone()
-                .unwrap_or_else(|| self.default_limit_set(&classified, separator)),
+                .unwrap_or_else(|| self.default_limit_set(&classified, engine)),
             Preset::Search | Preset::Passthrough => Vec::new(),
         };
         for id in extra {
@@ -316,7 +352,7 @@ impl Disclosure {
             // A revealed tool whose server has since dropped it is skipped, not an error.
             if let Some(tool) = engine.catalog().get(&id) {
                 shown.insert(id);
-                out.push(ExposedTool::catalog(tool, separator, Exposure::Full));
+                out.push(ExposedTool::catalog(tool, engine, Exposure::Full));
             }
         }
         out
@@ -324,7 +360,11 @@ impl Disclosure {
 
     /// `limit` preset before any search: the first `max_tools_limit` deferred tools in the
     /// configured order.
-    fn default_limit_set(&self, classified: &[(Arc<Tool>, bool)], separator: &str) -> Vec<ToolId> {
+    fn default_limit_set(
+        &self,
+        classified: &[(Arc<Tool>, bool)],
+        engine: &SearchEngine,
+    ) -> Vec<ToolId> {
         let mut deferred: Vec<&Arc<Tool>> = classified
             .iter()
             .filter(|(_, d)| *d)
@@ -332,7 +372,7 @@ impl Disclosure {
             .collect();
         match self.config.tool_selection_order {
             SelectionOrder::Alphabetical => {
-                deferred.sort_by_cached_key(|t| t.public_name(separator).to_lowercase())
+                deferred.sort_by_cached_key(|t| engine.naming().tool_name(t).to_lowercase())
             }
             SelectionOrder::ServerPriority => {
                 let rank = |server: &str| {
@@ -355,8 +395,7 @@ impl Disclosure {
 
     /// System-prompt guidance for this preset, listing the catalog's categories with counts.
     pub fn guidance(&self, engine: &SearchEngine) -> String {
-        let state = self.lock();
-        let classified = self.classify(engine, &state);
+        let classified = self.classify(engine);
         let active = classified.iter().any(|(_, d)| *d);
         let shown = classified.iter().filter(|(_, d)| !d).count();
         let shown = match self.config.preset {
@@ -375,21 +414,44 @@ impl Disclosure {
         arguments: Value,
         engine: &SearchEngine,
     ) -> Result<MetaOutcome> {
-        let meta = MetaTool::from_name(tool_name)
-            .filter(|_| self.is_meta_tool(tool_name))
-            .ok_or_else(|| self.not_a_meta_tool(tool_name))?;
-        let args = check_arguments(meta, arguments)?;
-        tracing::debug!(session = session_id, tool = tool_name, "meta-tool");
+        match self.served_tool(tool_name) {
+            Some(Served::Meta(meta)) => self.run_meta(session_id, meta, arguments, engine),
+            _ => Err(self.not_a_meta_tool(tool_name)),
+        }
+    }
+
+    fn run_meta(
+        &self,
+        session_id: &str,
+        meta: MetaTool,
+        arguments: Value,
+        engine: &SearchEngine,
+    ) -> Result<MetaOutcome> {
+        tracing::debug!(session = session_id, tool = meta.name(), "meta-tool");
+        let name = meta.name();
         match meta {
-            MetaTool::ToolSearch => self.tool_search(session_id, &args, engine),
-            MetaTool::SearchTools => self.search_tools(&args, engine),
-            MetaTool::AddTool => self.add_tool(session_id, &args, engine),
-            MetaTool::ShowAllTools => Ok(self.show_all_tools(&args, engine)),
-            MetaTool::SearchAvailableTools => {
-                self.search_available_tools(session_id, &args, engine)
+            MetaTool::ToolSearch => {
+                self.tool_search(session_id, parse_arguments(name, arguments)?, engine)
             }
-            MetaTool::ListCategories => Ok(unchanged(list_categories(engine))),
-            MetaTool::GetToolsByCategory => self.get_tools_by_category(&args, engine),
+            MetaTool::SearchTools => self.search_tools(&parse_arguments(name, arguments)?, engine),
+            MetaTool::AddTool => self.add_tool(session_id, parse_arguments(name, arguments)?, engine),
+            MetaTool::ShowAllTools => {
+                Ok(self.show_all_tools(&parse_arguments(name, arguments)?, engine))
+            }
+            MetaTool::SearchAvailableTools => {
+                self.search_available_tools(session_id, &parse_arguments(name, arguments)?, engine)
+            }
+            MetaTool::ListCategories => {
+                parse_arguments::<NoArgs>(name, arguments)?;
+                Ok(unchanged(to_json(&contract::list_categories(engine))))
+            }
+            MetaTool::GetToolsByCategory => {
+                let args: CategoryArgs = parse_arguments(name, arguments)?;
+                let schemas = self.config.preset == Preset::Search;
+                let mut listed = contract::tools_by_category(engine, &args, schemas)?;
+                self.mark_unavailable(&mut listed.tools);
+                Ok(unchanged(to_json(&listed)))
+            }
             MetaTool::CallTool => Err(Error::ExecutorRequired),
         }
     }
@@ -411,8 +473,9 @@ impl Disclosure {
         }
     }
 
-    /// Routes a tool call from the model: meta-tools run here, `call_tool` and direct calls to
-    /// catalog tools come back as [`Dispatch::Call`] with validated arguments.
+    /// Routes a tool call from the model, by the tool it names: meta-tools run here; `call_tool`
+    /// is unpacked here (and only here); calls to catalog tools come back as [`Dispatch::Call`]
+    /// with validated arguments, calls to served tools as [`Dispatch::Served`].
     pub fn dispatch(
         &self,
         session_id: &str,
@@ -420,29 +483,28 @@ impl Disclosure {
         arguments: Value,
         engine: &SearchEngine,
     ) -> Result<Dispatch> {
-        if tool_name == CALL_TOOL && self.is_meta_tool(CALL_TOOL) {
-            let (tool, arguments) = self.prepare_meta_call(arguments, engine)?;
-            return Ok(Dispatch::Call { tool, arguments });
+        match self.served_tool(tool_name) {
+            Some(Served::Meta(MetaTool::CallTool)) => {
+                let args: CallToolArgs = parse_arguments(CALL_TOOL, arguments)?;
+                let inner = args.arguments.map_or(Value::Null, Value::Object);
+                if let Some(Served::External(id)) = self.served_tool(&args.name) {
+                    return Ok(Dispatch::Served {
+                        id,
+                        arguments: inner,
+                    });
+                }
+                let (tool, arguments) = self.prepare_call(&args.name, inner, engine)?;
+                Ok(Dispatch::Call { tool, arguments })
+            }
+            Some(Served::Meta(meta)) => self
+                .run_meta(session_id, meta, arguments, engine)
+                .map(Dispatch::Meta),
+            Some(Served::External(id)) => Ok(Dispatch::Served { id, arguments }),
+            None => {
+                let (tool, arguments) = self.prepare_call(tool_name, arguments, engine)?;
+                Ok(Dispatch::Call { tool, arguments })
+            }
         }
-        if self.is_meta_tool(tool_name) {
-            return self
-                .handle(session_id, tool_name, arguments, engine)
-                .map(Dispatch::Meta);
-        }
-        let (tool, arguments) = self.prepare_call(tool_name, arguments, engine)?;
-        Ok(Dispatch::Call { tool, arguments })
-    }
-
-    /// Unpacks `call_tool`'s `{name, arguments}` and prepares the call.
-    pub fn prepare_meta_call(
-        &self,
-        arguments: Value,
-        engine: &SearchEngine,
-    ) -> Result<(Arc<Tool>, Value)> {
-        let mut args = check_arguments(MetaTool::CallTool, arguments)?;
-        let name = str_arg(&args, "name").unwrap_or_default().to_string();
-        let inner = args.remove("arguments").unwrap_or(Value::Null);
-        self.prepare_call(&name, inner, engine)
     }
 
     /// Resolves `name` (`server___name`, or a bare name unique in the catalog) and validates
@@ -454,14 +516,12 @@ impl Disclosure {
         arguments: Value,
         engine: &SearchEngine,
     ) -> Result<(Arc<Tool>, Value)> {
-        let separator = &engine.config().separator;
-        let catalog = engine.catalog();
-        let tool = catalog
-            .resolve(name, separator)
+        let tool = engine
+            .resolve(name)
             .cloned()
             .ok_or_else(|| Error::UnknownTool {
                 name: name.to_string(),
-                suggestions: catalog.suggest(name, separator, 5),
+                suggestions: engine.suggest(name, 5),
             })?;
         let arguments = match arguments {
             Value::Null => Value::Object(Map::new()),
@@ -474,11 +534,11 @@ impl Disclosure {
                 json_kind(&arguments)
             ));
         } else {
-            problems = meta::schema_problems(&tool.input_schema.to_value(), &arguments);
+            problems = schema_problems(&tool.input_schema.to_value(), &arguments);
         }
         if !problems.is_empty() {
             return Err(Error::InvalidArguments {
-                tool: tool.public_name(separator),
+                tool: engine.naming().tool_name(&tool),
                 problems: problems.join("; "),
                 schema: tool.input_schema.to_value(),
             });
@@ -498,149 +558,170 @@ impl Disclosure {
     where
         F: FnOnce(&Tool, Value) -> Value,
     {
-        let (tool, arguments) = self.prepare_meta_call(arguments, engine)?;
+        let args: CallToolArgs = parse_arguments(CALL_TOOL, arguments)?;
+        let inner = args.arguments.map_or(Value::Null, Value::Object);
+        let (tool, arguments) = self.prepare_call(&args.name, inner, engine)?;
         tracing::debug!(session = session_id, tool = %tool.id(), "call_tool");
         Ok(executor(&tool, arguments))
     }
 
-    fn search_request(
+    fn search_options(&self, schemas: bool, default_limit: usize) -> SearchOptions {
+        SearchOptions {
+            schemas,
+            default_limit,
+            top_band: Some(self.config.top_band),
+            ..SearchOptions::default()
+        }
+    }
+
+    /// Runs a search through the contract and marks tools whose server is down.
+    fn run_search(
         &self,
-        args: &Map<String, Value>,
-        default_limit: usize,
-    ) -> Result<SearchRequest> {
-        let mode: SearchMode = str_arg(args, "mode").unwrap_or("keyword").parse()?;
-        let limit = usize_arg(args, "limit", default_limit).min(meta::MAX_PAGE as usize);
-        Ok(
-            SearchRequest::new(str_arg(args, "query").unwrap_or_default())
-                .mode(mode)
-                .limit(limit)
-                .top_band(self.config.top_band)
-                .filters(Filters {
-                    servers: strings_arg(args, "server"),
-                    categories: strings_arg(args, "category"),
-                    tags: strings_arg(args, "tags"),
-                    ..Filters::default()
-                }),
-        )
+        args: &SearchArgs,
+        options: &SearchOptions,
+        engine: &SearchEngine,
+    ) -> Result<SearchResults> {
+        let mut results = contract::search(engine, args, options)?;
+        self.mark_unavailable(&mut results.tools);
+        Ok(results)
+    }
+
+    fn mark_unavailable(&self, tools: &mut [contract::ToolMatch]) {
+        let Some(status) = &self.status else {
+            return;
+        };
+        for tool in tools {
+            if let Some(state) = status.unavailable(&tool.server) {
+                tool.available = Some(false);
+                tool.server_state = Some(state);
+            }
+        }
     }
 
     fn tool_search(
         &self,
         session_id: &str,
-        args: &Map<String, Value>,
+        args: ToolSearchArgs,
         engine: &SearchEngine,
     ) -> Result<MetaOutcome> {
-        let request = self.search_request(args, self.config.tool_search_limit)?;
-        let response = engine.search(&request.limit(self.config.tool_search_limit))?;
-        let ids: Vec<ToolId> = response.tools.iter().map(|h| h.tool.id()).collect();
-        let added = self.reveal(session_id, ids, engine);
-        let mut result = search_result(&response, engine, true);
-        result["loaded"] = json!(added);
+        let limit = self.config.tool_search_limit;
+        let search = SearchArgs {
+            limit: Some(limit),
+            ..SearchArgs::new(args.query)
+        };
+        let results = self.run_search(&search, &self.search_options(true, limit), engine)?;
+        let ids: Vec<ToolId> = results
+            .tools
+            .iter()
+            .map(|t| engine.naming().parse(&t.name))
+            .collect();
+        let loaded = self.reveal(session_id, ids, engine);
         Ok(MetaOutcome {
-            result,
-            visible_changed: !added.is_empty(),
+            visible_changed: !loaded.is_empty(),
+            result: to_json(&Revealed { results, loaded }),
         })
     }
 
     /// Reveals `ids` for a session; returns the public names that became visible in full.
     fn reveal(&self, session_id: &str, ids: Vec<ToolId>, engine: &SearchEngine) -> Vec<String> {
-        let mut state = self.lock();
         let active = self.is_active(engine);
-        let separator = engine.config().separator.clone();
         let catalog = engine.catalog();
         // Tools already visible in full need no reveal; revealing them would only churn the list.
         let wanted: Vec<ToolId> = ids
             .into_iter()
-            .filter(|id| {
-                catalog
-                    .get(id)
-                    .is_some_and(|t| self.is_deferred(t, active, &state, &separator))
-            })
+            .filter(|id| catalog.get(id).is_some_and(|t| self.is_deferred(t, active)))
             .collect();
         let max = self.config.max_reveals_per_session;
+        let mut state = self.lock();
         let session: &mut Session = state.sessions.get_or_create(session_id);
         session
             .reveal(wanted, max)
             .into_iter()
-            .map(|id| id.public_name(&separator))
+            .map(|id| engine.naming().public_name(&id))
             .collect()
     }
 
-    fn search_tools(
-        &self,
-        args: &Map<String, Value>,
-        engine: &SearchEngine,
-    ) -> Result<MetaOutcome> {
-        let response = engine.search(&self.search_request(args, 10)?)?;
+    fn search_tools(&self, args: &SearchArgs, engine: &SearchEngine) -> Result<MetaOutcome> {
         let schemas = self.config.preset != Preset::Add;
-        let mut result = search_result(&response, engine, schemas);
-        if !schemas && !response.tools.is_empty() {
-            result["next"] = json!(format!("Call {ADD_TOOL} with the names you need."));
+        let mut results = self.run_search(
+            args,
+            &self.search_options(schemas, contract::DEFAULT_LIMIT),
+            engine,
+        )?;
+        if !schemas && !results.tools.is_empty() {
+            results.message = Some(format!("Call {ADD_TOOL} with the names you need."));
         }
-        Ok(unchanged(result))
+        Ok(unchanged(to_json(&results)))
     }
 
     fn add_tool(
         &self,
         session_id: &str,
-        args: &Map<String, Value>,
+        args: AddToolArgs,
         engine: &SearchEngine,
     ) -> Result<MetaOutcome> {
-        let separator = &engine.config().separator;
-        let catalog = engine.catalog();
         let mut ids = Vec::new();
         // All names are checked before any is revealed: a typo must not half-apply the call.
-        for name in strings_arg(args, "names") {
-            match catalog.resolve(&name, separator) {
+        for name in args.names {
+            match engine.resolve(&name) {
                 Some(tool) => ids.push(tool.id()),
                 None => {
                     return Err(Error::UnknownTool {
-                        suggestions: catalog.suggest(&name, separator, 5),
+                        suggestions: engine.suggest(&name, 5),
                         name,
                     })
                 }
             }
         }
-        let requested: Vec<String> = ids.iter().map(|id| id.public_name(separator)).collect();
+        let requested: Vec<String> = ids.iter().map(|id| engine.naming().public_name(id)).collect();
         let added = self.reveal(session_id, ids, engine);
-        let already: Vec<&String> = requested.iter().filter(|n| !added.contains(n)).collect();
+        let already_available: Vec<String> = requested
+            .into_iter()
+            .filter(|n| !added.contains(n))
+            .collect();
         Ok(MetaOutcome {
             visible_changed: !added.is_empty(),
-            result: json!({"added": added, "already_available": already}),
+            result: to_json(&Added {
+                added,
+                already_available,
+            }),
         })
     }
 
-    fn show_all_tools(&self, args: &Map<String, Value>, engine: &SearchEngine) -> MetaOutcome {
-        let separator = &engine.config().separator;
+    fn show_all_tools(&self, args: &ShowAllArgs, engine: &SearchEngine) -> MetaOutcome {
         let mut names: Vec<String> = engine
             .catalog()
             .tools()
-            .map(|t| t.public_name(separator))
+            .map(|t| engine.naming().tool_name(t))
             .collect();
         names.sort();
-        let offset = usize_arg(args, "offset", 0);
-        let limit = usize_arg(args, "limit", 200).min(meta::MAX_NAMES_PAGE as usize);
+        let offset = args.offset.unwrap_or(0);
+        let limit = args.limit.unwrap_or(200).clamp(1, MAX_NAMES_PAGE);
         let total = names.len();
         let page: Vec<String> = names.into_iter().skip(offset).take(limit).collect();
         let end = offset.saturating_add(page.len());
-        let mut result = json!({"total": total, "offset": offset, "names": page});
-        if end < total {
-            result["next_offset"] = json!(end);
-        }
-        unchanged(result)
+        unchanged(to_json(&NamesPage {
+            total,
+            offset,
+            names: page,
+            next_offset: (end < total).then_some(end),
+        }))
     }
 
     fn search_available_tools(
         &self,
         session_id: &str,
-        args: &Map<String, Value>,
+        args: &SearchArgs,
         engine: &SearchEngine,
     ) -> Result<MetaOutcome> {
-        let limit = self.config.max_tools_limit.min(meta::MAX_PAGE as usize);
-        let request = self.search_request(args, limit)?;
-        let response = engine.search(&request)?;
-        let ids: Vec<ToolId> = response.tools.iter().map(|h| h.tool.id()).collect();
-        let result = search_result(&response, engine, false);
+        let limit = self.config.max_tools_limit.min(contract::MAX_LIMIT);
+        let results = self.run_search(args, &self.search_options(false, limit), engine)?;
+        let ids: Vec<ToolId> = results
+            .tools
+            .iter()
+            .map(|t| engine.naming().parse(&t.name))
+            .collect();
+        let result = to_json(&results);
         // A search that finds nothing keeps the current tools: an empty set would strand the model.
         if ids.is_empty() {
             return Ok(unchanged(result));
@@ -655,50 +736,20 @@ impl Disclosure {
         })
     }
 
-    fn get_tools_by_category(
-        &self,
-        args: &Map<String, Value>,
-        engine: &SearchEngine,
-    ) -> Result<MetaOutcome> {
-        let category = str_arg(args, "category").unwrap_or_default();
-        let known = engine.catalog().categories();
-        if !known.iter().any(|(c, _)| c.eq_ignore_ascii_case(category)) {
-            let names: Vec<&str> = known.iter().map(|(c, _)| c.as_str()).collect();
-            return Err(Error::UnknownCategory {
-                name: category.to_string(),
-                known: names.join(", "),
-            });
-        }
-        let request = SearchRequest::new("")
-            .offset(usize_arg(args, "offset", 0))
-            .limit(usize_arg(args, "limit", 20).min(meta::MAX_PAGE as usize))
-            .filters(Filters {
-                categories: vec![category.to_string()],
-                ..Filters::default()
-            });
-        let response = engine.search(&request)?;
-        let mut result = search_result(&response, engine, self.config.preset == Preset::Search);
-        if let Some(map) = result.as_object_mut() {
-            map.remove("query");
-            map.insert("category".into(), json!(category));
-        }
-        Ok(unchanged(result))
-    }
-
     /// Anthropic's native deferral: every catalog tool, with full schemas, deferred ones marked
     /// [`Exposure::Deferred`] (sent with `defer_loading: true`), after one client-side
     /// `tool_search` tool that is never deferred. The list is the same for every session: the API
     /// loads tools from the `tool_reference` blocks the search returns.
     pub fn anthropic_native_tools(&self, engine: &SearchEngine) -> Vec<ExposedTool> {
-        let state = self.lock();
-        let classified = self.classify(engine, &state);
-        let separator = engine.config().separator.as_str();
+        let classified = self.classify(engine);
         let mut out = Vec::with_capacity(classified.len() + 1);
         if classified.iter().any(|(_, d)| *d) {
-            let mut search = ExposedTool::meta(MetaTool::ToolSearch, self.config.preset);
+            let mut search = ExposedTool::served(&MetaTool::ToolSearch.decl(self.config.preset));
             search.description =
                 "Find tools by keywords or exact name; matching tools become available to call."
                     .to_string();
+            // The API reads tool_reference blocks, not JSON.
+            search.output_schema = None;
             out.push(search);
         }
         for (tool, deferred) in &classified {
@@ -707,7 +758,7 @@ impl Disclosure {
             } else {
                 Exposure::Full
             };
-            out.push(ExposedTool::catalog(tool, separator, exposure));
+            out.push(ExposedTool::catalog(tool, engine, exposure));
         }
         out
     }
@@ -720,24 +771,27 @@ impl Disclosure {
         arguments: Value,
         engine: &SearchEngine,
     ) -> Result<Vec<String>> {
-        let args = check_arguments(MetaTool::ToolSearch, arguments)?;
-        let deferred: HashSet<ToolId> = {
-            let state = self.lock();
-            self.classify(engine, &state)
-                .into_iter()
-                .filter(|(_, d)| *d)
-                .map(|(t, _)| t.id())
-                .collect()
-        };
-        let mut request = self.search_request(&args, self.config.tool_search_limit)?;
+        let args: ToolSearchArgs = parse_arguments(TOOL_SEARCH, arguments)?;
+        let deferred: HashSet<ToolId> = self
+            .classify(engine)
+            .into_iter()
+            .filter(|(_, d)| *d)
+            .map(|(t, _)| t.id())
+            .collect();
+        let limit = self.config.tool_search_limit;
         // Only deferred tools may be referenced; the others are loaded already.
-        request.filters.visible = Some(deferred);
-        let separator = &engine.config().separator;
-        Ok(engine
-            .search(&request)?
+        let options = SearchOptions {
+            visible: Some(deferred),
+            ..self.search_options(false, limit)
+        };
+        let search = SearchArgs {
+            limit: Some(limit),
+            ..SearchArgs::new(args.query)
+        };
+        Ok(contract::search(engine, &search, &options)?
             .tools
-            .iter()
-            .map(|h| h.tool.public_name(separator))
+            .into_iter()
+            .map(|t| t.name)
             .collect())
     }
 }
@@ -747,6 +801,12 @@ fn unchanged(result: Value) -> MetaOutcome {
         result,
         visible_changed: false,
     }
+}
+
+/// A result as JSON. The contract's types hold only strings, numbers, lists and maps, so writing
+/// them cannot fail; `null` would stand in if it ever did.
+fn to_json<T: Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
 }
 
 fn json_kind(value: &Value) -> &'static str {
@@ -760,54 +820,13 @@ fn json_kind(value: &Value) -> &'static str {
     }
 }
 
-/// Search results as the model reads them. Scores are rounded so results stay readable and
-/// stable across platforms.
-fn search_result(response: &SearchResponse, engine: &SearchEngine, schemas: bool) -> Value {
-    let separator = &engine.config().separator;
-    let tools: Vec<Value> = response
-        .tools
-        .iter()
-        .map(|hit| {
-            let mut entry = json!({
-                "name": hit.tool.public_name(separator),
-                "description": hit.tool.description,
-                "score": (f64::from(hit.score) * 1000.0).round() / 1000.0,
-            });
-            if schemas {
-                entry["inputSchema"] = hit.tool.input_schema.to_value();
-            }
-            entry
-        })
-        .collect();
-    let mut result = json!({
-        "query": response.query,
-        "total_matches": response.total_matches,
-        "tools": tools,
-    });
-    if let Some(fallback) = &response.fallback {
-        result["hint"] = json!("Nothing matched; refine the query with these.");
-        result["fallback"] = serde_json::to_value(fallback).unwrap_or(Value::Null);
-    }
-    result
-}
-
-fn list_categories(engine: &SearchEngine) -> Value {
-    let categories: Vec<Value> = engine
-        .catalog()
-        .categories()
-        .into_iter()
-        .map(|(name, count)| json!({"name": name, "count": count}))
-        .collect();
-    json!({ "categories": categories })
-}
-
 /// An error as a JSON tool result for the model: the message, plus the did-you-mean names or the
 /// schema when the error has them.
 pub fn error_result(error: &Error) -> Value {
     let mut result = json!({"error": error.to_string()});
     match error {
         Error::UnknownTool { suggestions, .. } if !suggestions.is_empty() => {
-            result["did_you_mean"] = json!(suggestions);
+            result["didYouMean"] = json!(suggestions);
         }
         Error::InvalidArguments { schema, .. } | Error::MetaArguments { schema, .. } => {
             result["schema"] = schema.clone();

@@ -46,6 +46,7 @@ impl Analyzer {
     }
 
     /// Tokens of `text` without stopwords; positions keep their gaps so phrases stay exact.
+    #[cfg(test)]
     pub fn content_tokens(&self, text: &str) -> Vec<Token> {
         self.tokens_where(text, |raw| !is_stopword(raw))
     }
@@ -75,6 +76,7 @@ impl Analyzer {
 
     /// Tokens of a natural-language query: stopwords dropped unless the query is nothing but
     /// stopwords ("how to" still searches for something).
+    #[cfg(test)]
     pub fn query_tokens(&self, text: &str) -> Vec<Token> {
         let all = self.tokens(text);
         if all.iter().all(|t| is_stopword(&t.raw)) {

@@ -1,6 +1,6 @@
 //! Ranking parameters. One configuration serves every catalog: nothing here is tuned per dataset.
 
-use super::index::{Field, FIELD_COUNT};
+use super::field::{Field, FIELD_COUNT};
 use crate::error::{Error, Result};
 
 /// BM25F parameters of one field.
@@ -47,8 +47,6 @@ pub struct SearchConfig {
     pub regex_size_limit: usize,
     /// Catalogs above this size answer a miss with categories instead of every name.
     pub fallback_names_max: usize,
-    /// Separator of public names (`server___tool`).
-    pub separator: String,
 }
 
 impl Default for SearchConfig {
@@ -103,7 +101,6 @@ impl Default for SearchConfig {
             max_regex_chars: 200,
             regex_size_limit: 1 << 20,
             fallback_names_max: 200,
-            separator: crate::tool::DEFAULT_SEPARATOR.to_string(),
         }
     }
 }

@@ -1,10 +1,19 @@
 //! `matched_on`: which fields of a result matched which query terms.
 
-use super::index::{Field, ToolIndex, FIELD_COUNT};
+use super::field::{Field, FIELD_COUNT};
+use super::index::ToolIndex;
 use super::terms::{RAW, STEM};
-use super::MatchedOn;
 use crate::tool::Tool;
 use regex::Regex;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// Which part of a tool matched which query terms.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct MatchedOn {
+    pub field: &'static str,
+    pub terms: Vec<String>,
+}
 
 /// A query term as the scorer used it, kept to explain the results afterwards.
 #[derive(Debug, Clone)]

@@ -1,31 +1,35 @@
 //! Search over a catalog: keyword (BM25F with a query syntax and fuzzy fallback), regex and exact
 //! modes, then one ranking pipeline: exact-name bonus → filters → threshold → top band → cap.
 
-pub mod analyzer;
-pub mod config;
+mod analyzer;
+mod config;
 mod explain;
-pub mod filter;
-pub mod fuzzy;
-pub mod index;
+mod field;
+mod filter;
+mod fuzzy;
+mod index;
 mod keyword;
-pub mod query;
+mod query;
 mod synonyms;
 mod terms;
 
 pub use config::{FieldParams, SearchConfig};
-pub use filter::{Filters, NamePattern};
-pub use index::Field;
+pub use explain::MatchedOn;
+pub use field::Field;
+pub use filter::Filters;
 
 use crate::catalog::Catalog;
 use crate::error::{Error, Result};
-use crate::tool::{Tool, ToolId};
+use crate::policy::{CatalogPolicy, CategoryInfo, Naming};
+use crate::tool::Tool;
 use index::ToolIndex;
-use serde::Serialize;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Instant;
 
 /// How the query is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SearchMode {
     #[default]
@@ -116,13 +120,6 @@ impl SearchRequest {
     }
 }
 
-/// Which part of a tool matched which query terms.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MatchedOn {
-    pub field: &'static str,
-    pub terms: Vec<String>,
-}
-
 #[derive(Debug, Clone, Serialize)]
 pub struct SearchHit {
     #[serde(flatten, serialize_with = "serialize_arc_tool")]
@@ -137,7 +134,7 @@ fn serialize_arc_tool<S: serde::Serializer>(tool: &Arc<Tool>, s: S) -> Result<S:
 }
 
 /// What a search that found nothing offers instead, so the caller can refine rather than stop.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Fallback {
     /// Every tool's public name (small catalogs).
@@ -148,7 +145,7 @@ pub enum Fallback {
     Servers { servers: Vec<CountedName> },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
 pub struct CountedName {
     pub name: String,
     pub count: usize,
@@ -170,6 +167,7 @@ pub struct SearchEngine {
     catalog: Catalog,
     index: ToolIndex,
     config: SearchConfig,
+    policy: CatalogPolicy,
 }
 
 struct Candidate {
@@ -180,13 +178,20 @@ struct Candidate {
 
 impl SearchEngine {
     pub fn new(config: SearchConfig) -> Result<Self> {
+        Self::with_policy(config, CatalogPolicy::default())
+    }
+
+    /// An empty engine whose servers' tools will enter through `policy`.
+    pub fn with_policy(config: SearchConfig, policy: CatalogPolicy) -> Result<Self> {
         Ok(Self {
             catalog: Catalog::new(),
             index: ToolIndex::new()?,
             config,
+            policy,
         })
     }
 
+    /// An engine over a catalog as it is (the default policy: every tool, names as given).
     pub fn from_catalog(catalog: Catalog, config: SearchConfig) -> Result<Self> {
         let mut index = ToolIndex::new()?;
         index.rebuild(catalog.tools())?;
@@ -194,6 +199,7 @@ impl SearchEngine {
             catalog,
             index,
             config,
+            policy: CatalogPolicy::default(),
         })
     }
 
@@ -209,8 +215,41 @@ impl SearchEngine {
         &self.config
     }
 
-    /// Replaces one server's tools in the catalog and the index; other servers are not re-indexed.
+    pub fn policy(&self) -> &CatalogPolicy {
+        &self.policy
+    }
+
+    /// How public names are made (`server___name`).
+    pub fn naming(&self) -> &Naming {
+        &self.policy.naming
+    }
+
+    /// Every category with its tool count: the policy's definitions first (listed even when
+    /// empty), then the categories only tools name.
+    pub fn categories(&self) -> Vec<CategoryInfo> {
+        self.policy
+            .categories(self.catalog.tools().map(|t| t.as_ref()))
+    }
+
+    /// Resolves a name as a client would write it: `server___name`, or a bare name that is unique
+    /// in the catalog.
+    pub fn resolve(&self, name: &str) -> Option<&Arc<Tool>> {
+        self.catalog.resolve(name, self.naming())
+    }
+
+    /// Up to `max` public names closest to `name`, for did-you-mean messages.
+    pub fn suggest(&self, name: &str, max: usize) -> Vec<String> {
+        self.catalog.suggest(name, self.naming(), max)
+    }
+
+    /// Replaces one server's tools in the catalog and the index, through the policy (selection,
+    /// categories, tags, defer); other servers are not re-indexed. A server the policy does not
+    /// select ends up with no tools.
     pub fn replace_server(&mut self, server: &str, tools: Vec<Tool>) -> Result<()> {
+        let tools = self.policy.apply(server, tools);
+        if tools.is_empty() {
+            return self.remove_server(server);
+        }
         let tools = self.catalog.replace_server(server, tools)?.to_vec();
         self.index.replace_server(server, &tools)
     }
@@ -263,7 +302,7 @@ impl SearchEngine {
             candidates.retain(|c| {
                 self.index
                     .tool(c.slot)
-                    .is_some_and(|t| request.filters.matches(t))
+                    .is_some_and(|t| request.filters.matches(t, self.naming()))
             });
         }
         let threshold = request.threshold.unwrap_or(self.config.threshold);
@@ -330,7 +369,7 @@ impl SearchEngine {
             return;
         }
         let mut slots: Vec<u32> = self.index.slots_named(wanted);
-        let id = ToolId::parse_public(wanted, &self.config.separator);
+        let id = self.naming().parse(wanted);
         if !id.server.is_empty() {
             slots.extend(
                 self.index
@@ -425,7 +464,7 @@ impl SearchEngine {
         let mut all: Vec<&Arc<Tool>> = self
             .catalog
             .tools()
-            .filter(|t| request.filters.matches(t))
+            .filter(|t| request.filters.matches(t, self.naming()))
             .collect();
         all.sort_by(|a, b| (&a.server, &a.name).cmp(&(&b.server, &b.name)));
         SearchResponse {
@@ -450,13 +489,13 @@ impl SearchEngine {
         let tools: Vec<&Arc<Tool>> = self
             .catalog
             .tools()
-            .filter(|t| filters.matches(t))
+            .filter(|t| filters.matches(t, self.naming()))
             .collect();
         let max = self.config.fallback_names_max;
         if tools.len() <= max {
             let mut names: Vec<String> = tools
                 .iter()
-                .map(|t| t.public_name(&self.config.separator))
+                .map(|t| self.naming().tool_name(t))
                 .collect();
             names.sort();
             return Fallback::Names { names };
@@ -483,7 +522,7 @@ impl SearchEngine {
         }
         let mut names: Vec<String> = tools
             .iter()
-            .map(|t| t.public_name(&self.config.separator))
+            .map(|t| self.naming().tool_name(t))
             .collect();
         names.sort();
         names.truncate(max);

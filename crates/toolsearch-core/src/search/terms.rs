@@ -5,7 +5,7 @@
 //! once when the tool is indexed, means none of them analyses a tool's text again.
 
 use super::analyzer::{is_stopword, lowercase_into, split_words, Analyzer};
-use super::index::{Field, FIELD_COUNT};
+use super::field::{Field, FIELD_COUNT};
 use crate::error::{Error, Result};
 use crate::tool::Tool;
 use rustc_hash::FxHashMap;

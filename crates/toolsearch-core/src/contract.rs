@@ -1,0 +1,326 @@
+//! The search contract: the one shape of a search's arguments and of its results, serialized the
+//! same by every face (MCP meta-tools, the REST API, the CLI's `--json`, the library). Field names
+//! are camelCase, as MCP writes them; scores have three decimals; one page is at most
+//! [`MAX_LIMIT`] tools. Nothing a filter or the threshold removed is silent: a result says how
+//! many tools matched, how many it returns, where the next page starts, and, when nothing fits,
+//! what the catalog offers instead.
+
+use crate::error::{Error, Result};
+use crate::policy::{find_category, CategoryInfo, NamePattern};
+use crate::search::{
+    Fallback, Filters, MatchedOn, SearchEngine, SearchHit, SearchMode, SearchRequest,
+    SearchResponse,
+};
+use crate::served::OneOrMany;
+use crate::tool::ToolId;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::HashSet;
+
+/// Results per page when a search gives no `limit`.
+pub const DEFAULT_LIMIT: usize = 10;
+/// Largest page any search returns.
+pub const MAX_LIMIT: usize = 50;
+/// Searches drop results below this fraction of the best score, unless told otherwise.
+pub const DEFAULT_TOP_BAND: f32 = 0.5;
+
+/// The arguments of a search, as every face accepts them.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SearchArgs {
+    /// Keywords, or a tool's exact name. Empty lists the tools that pass the filters.
+    #[serde(default)]
+    pub query: String,
+    /// keyword (default), regex or exact.
+    #[serde(default)]
+    pub mode: Option<SearchMode>,
+    /// Only tools of these servers.
+    #[serde(default)]
+    pub server: OneOrMany,
+    /// Only tools of these categories (id or name).
+    #[serde(default)]
+    pub category: OneOrMany,
+    /// Only tools with any of these tags.
+    #[serde(default)]
+    pub tags: OneOrMany,
+    /// Results per page (at most 50).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 50))]
+    pub limit: Option<usize>,
+    /// Skip this many results (the previous page's nextOffset).
+    #[serde(default)]
+    pub offset: Option<usize>,
+}
+
+impl SearchArgs {
+    pub fn new(query: impl Into<String>) -> Self {
+        Self {
+            query: query.into(),
+            ..Self::default()
+        }
+    }
+}
+
+/// What an edge decides about a search beyond its arguments.
+#[derive(Debug, Clone)]
+pub struct SearchOptions {
+    /// Include each tool's input schema.
+    pub schemas: bool,
+    /// The page size when the arguments give none.
+    pub default_limit: usize,
+    /// Overrides the engine's score threshold.
+    pub threshold: Option<f32>,
+    /// Drop results below this fraction of the best score.
+    pub top_band: Option<f32>,
+    /// Only tools matching one of these, when not empty.
+    pub patterns: Vec<NamePattern>,
+    /// Only these tools, when set.
+    pub visible: Option<HashSet<ToolId>>,
+}
+
+impl Default for SearchOptions {
+    fn default() -> Self {
+        Self {
+            schemas: true,
+            default_limit: DEFAULT_LIMIT,
+            threshold: None,
+            top_band: Some(DEFAULT_TOP_BAND),
+            patterns: Vec::new(),
+            visible: None,
+        }
+    }
+}
+
+/// One tool in a result.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolMatch {
+    /// The exact name to call it by.
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub server: String,
+    pub description: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub category: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    /// 0..1; 1 for an exact-name match.
+    pub score: f64,
+    /// Which fields matched which query words.
+    pub matched_on: Vec<MatchedOn>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<Value>,
+    /// `false` when the tool's server is down right now.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub available: Option<bool>,
+    /// The server's state when it is not ready.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_state: Option<String>,
+}
+
+/// The result of a search.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchResults {
+    pub query: String,
+    pub mode: SearchMode,
+    /// Tools that passed the filters and the threshold.
+    pub total_matches: usize,
+    pub offset: usize,
+    /// Tools in this page.
+    pub returned: usize,
+    /// Where the next page starts, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<usize>,
+    pub tools: Vec<ToolMatch>,
+    /// What to do next, when there is something to say.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// When nothing matched: the nearest names, or the categories or servers to refine with.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fallback: Option<Fallback>,
+}
+
+/// Every category with its tool count.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CategoryList {
+    pub categories: Vec<CategoryInfo>,
+}
+
+/// The arguments of a listing of one category's tools.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CategoryArgs {
+    /// The category's id or name.
+    pub category: String,
+    /// Skip this many tools (the previous page's nextOffset).
+    #[serde(default)]
+    pub offset: Option<usize>,
+    /// Tools per page (at most 50).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 50))]
+    pub limit: Option<usize>,
+}
+
+/// One category's tools, by server and name.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CategoryTools {
+    pub category: CategoryInfo,
+    pub total_matches: usize,
+    pub offset: usize,
+    pub returned: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<usize>,
+    pub tools: Vec<ToolMatch>,
+}
+
+/// Three decimals: readable, stable across platforms, and enough to rank by.
+pub fn round_score(score: f32) -> f64 {
+    (f64::from(score) * 1000.0).round() / 1000.0
+}
+
+/// Runs a search through the contract.
+pub fn search(
+    engine: &SearchEngine,
+    args: &SearchArgs,
+    options: &SearchOptions,
+) -> Result<SearchResults> {
+    let mut categories = Vec::new();
+    let wanted = args.category.clone().into_values();
+    if !wanted.is_empty() {
+        let known = engine.categories();
+        for label in wanted {
+            categories.push(resolve_category(&known, &label)?.id.clone());
+        }
+    }
+    let limit = args.limit.unwrap_or(options.default_limit).clamp(1, MAX_LIMIT);
+    let offset = args.offset.unwrap_or(0);
+    let mut request = SearchRequest::new(args.query.clone())
+        .mode(args.mode.unwrap_or_default())
+        .limit(limit)
+        .offset(offset)
+        .filters(Filters {
+            servers: args.server.clone().into_values(),
+            categories,
+            tags: args.tags.clone().into_values(),
+            visible: options.visible.clone(),
+            patterns: options.patterns.clone(),
+        });
+    request.threshold = options.threshold;
+    request.top_band = options.top_band;
+    let response = engine.search(&request)?;
+    Ok(results(engine, response, offset, options.schemas))
+}
+
+fn results(
+    engine: &SearchEngine,
+    response: SearchResponse,
+    offset: usize,
+    schemas: bool,
+) -> SearchResults {
+    let tools: Vec<ToolMatch> = response
+        .tools
+        .iter()
+        .map(|hit| tool_match(engine, hit, schemas))
+        .collect();
+    let end = offset.saturating_add(tools.len());
+    let message = match (&response.fallback, tools.is_empty()) {
+        (Some(_), _) => Some(
+            "No tool matched. Refine the query with the names, categories or servers in fallback."
+                .to_string(),
+        ),
+        (None, true) if response.total_matches > 0 => Some(format!(
+            "No tools past offset {offset}; {} matched in all.",
+            response.total_matches
+        )),
+        _ => None,
+    };
+    SearchResults {
+        query: response.query,
+        mode: response.mode,
+        total_matches: response.total_matches,
+        offset,
+        returned: tools.len(),
+        next_offset: (end < response.total_matches).then_some(end),
+        tools,
+        message,
+        fallback: response.fallback,
+    }
+}
+
+/// A search hit as the contract shows it.
+pub fn tool_match(engine: &SearchEngine, hit: &SearchHit, schemas: bool) -> ToolMatch {
+    let tool = &hit.tool;
+    ToolMatch {
+        name: engine.naming().tool_name(tool),
+        server: tool.server.clone(),
+        description: tool.description.clone(),
+        category: tool.category.clone(),
+        tags: tool.tags.clone(),
+        score: round_score(hit.score),
+        matched_on: hit.matched_on.clone(),
+        input_schema: schemas.then(|| tool.input_schema.to_value()),
+        available: None,
+        server_state: None,
+    }
+}
+
+/// Every category of the catalog with its count.
+pub fn list_categories(engine: &SearchEngine) -> CategoryList {
+    CategoryList {
+        categories: engine.categories(),
+    }
+}
+
+fn resolve_category<'a>(known: &'a [CategoryInfo], wanted: &str) -> Result<&'a CategoryInfo> {
+    find_category(known, wanted).ok_or_else(|| Error::UnknownCategory {
+        name: wanted.to_string(),
+        known: if known.is_empty() {
+            "none (give tools a category, or define categories in the config)".to_string()
+        } else {
+            known
+                .iter()
+                .map(|c| c.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        },
+    })
+}
+
+/// One category's tools, a page at a time.
+pub fn tools_by_category(
+    engine: &SearchEngine,
+    args: &CategoryArgs,
+    schemas: bool,
+) -> Result<CategoryTools> {
+    let known = engine.categories();
+    let category = resolve_category(&known, &args.category)?.clone();
+    let offset = args.offset.unwrap_or(0);
+    let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
+    let response = engine.search(
+        &SearchRequest::new("")
+            .offset(offset)
+            .limit(limit)
+            .filters(Filters {
+                categories: vec![category.id.clone()],
+                ..Filters::default()
+            }),
+    )?;
+    let tools: Vec<ToolMatch> = response
+        .tools
+        .iter()
+        .map(|hit| tool_match(engine, hit, schemas))
+        .collect();
+    let end = offset.saturating_add(tools.len());
+    Ok(CategoryTools {
+        category,
+        total_matches: response.total_matches,
+        offset,
+        returned: tools.len(),
+        next_offset: (end < response.total_matches).then_some(end),
+        tools,
+    })
+}

@@ -1,0 +1,195 @@
+//! The served-tool seam: every tool the engine or an edge serves itself (the search meta-tools,
+//! the gateway's large-output tools) is declared once, as a typed argument struct whose JSON Schema
+//! is derived from it, a description, and (when it returns JSON) the schema of its result.
+//!
+//! A [`ToolDecl`] is what a client sees in `tools/list`; [`parse_arguments`] turns a call's JSON
+//! into the typed struct, checking it against the same derived schema first so that every problem
+//! is reported in one message with the schema beside it.
+
+use crate::error::{Error, Result};
+use schemars::generate::SchemaSettings;
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize};
+use serde_json::{Map, Value};
+
+/// One served tool as clients see it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolDecl {
+    pub name: &'static str,
+    pub description: String,
+    pub input_schema: Value,
+    /// The schema of the JSON the tool returns (`structuredContent`), when it returns JSON.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+}
+
+impl ToolDecl {
+    /// A tool whose arguments are `A`.
+    pub fn new<A: JsonSchema>(name: &'static str, description: impl Into<String>) -> Self {
+        Self {
+            name,
+            description: description.into(),
+            input_schema: schema_for::<A>(),
+            output_schema: None,
+        }
+    }
+
+    /// Declares that the tool returns `O` as JSON.
+    pub fn returns<O: JsonSchema>(mut self) -> Self {
+        self.output_schema = Some(schema_for::<O>());
+        self
+    }
+}
+
+/// The JSON Schema of `T`, self-contained (no `$ref`s), without `$schema` and `title` (they cost
+/// tokens on every request and tell a model nothing).
+pub fn schema_for<T: JsonSchema>() -> Value {
+    let generator = SchemaSettings::draft2020_12()
+        .with(|s| s.inline_subschemas = true)
+        .into_generator();
+    let mut value = generator.into_root_schema_for::<T>().to_value();
+    if let Some(map) = value.as_object_mut() {
+        map.remove("$schema");
+        map.remove("title");
+    }
+    value
+}
+
+/// Reads a call's arguments as `A`: `null` counts as `{}`; anything that does not fit the derived
+/// schema fails with every problem found and the schema.
+pub fn parse_arguments<A: DeserializeOwned + JsonSchema>(
+    tool: &'static str,
+    arguments: Value,
+) -> Result<A> {
+    let arguments = match arguments {
+        Value::Null => Value::Object(Map::new()),
+        other => other,
+    };
+    let schema = schema_for::<A>();
+    let problems = schema_problems(&schema, &arguments);
+    if !problems.is_empty() {
+        return Err(Error::MetaArguments {
+            tool,
+            problem: problems.join("; "),
+            schema,
+        });
+    }
+    serde_json::from_value(arguments).map_err(|e| Error::MetaArguments {
+        tool,
+        problem: e.to_string(),
+        schema,
+    })
+}
+
+/// Up to ten readable problems of `instance` against `schema`. A schema that does not compile is
+/// reported once and never blocks the call: the tool's own server validates too.
+pub fn schema_problems(schema: &Value, instance: &Value) -> Vec<String> {
+    let validator = match jsonschema::validator_for(schema) {
+        Ok(v) => v,
+        Err(e) => {
+            tracing::warn!(error = %e, "input schema does not compile; arguments not validated");
+            return Vec::new();
+        }
+    };
+    validator
+        .iter_errors(instance)
+        .take(10)
+        .map(|e| {
+            let path = e.instance_path().to_string();
+            if path.is_empty() {
+                e.to_string()
+            } else {
+                format!("at {path}: {e}")
+            }
+        })
+        .collect()
+}
+
+/// A list argument that also accepts one string (`"github"` for `["github"]`): models write both.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(transparent)]
+#[schemars(transparent)]
+pub struct OneOrMany(#[schemars(with = "OneOrManySchema")] pub Vec<String>);
+
+/// Schema stand-in of [`OneOrMany`]: a string or an array of strings.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+enum OneOrManySchema {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for OneOrMany {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Either {
+            One(String),
+            Many(Vec<String>),
+        }
+        Ok(OneOrMany(match Either::deserialize(deserializer)? {
+            Either::One(s) => vec![s],
+            Either::Many(v) => v,
+        }))
+    }
+}
+
+impl OneOrMany {
+    /// The values without blanks.
+    pub fn into_values(self) -> Vec<String> {
+        self.0
+            .into_iter()
+            .filter(|s| !s.trim().is_empty())
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Deserialize, JsonSchema, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct Args {
+        /// What to look for.
+        query: String,
+        #[serde(default)]
+        #[schemars(range(min = 1, max = 5))]
+        limit: Option<u32>,
+        #[serde(default)]
+        server: OneOrMany,
+    }
+
+    #[test]
+    fn schema_is_derived_self_contained_and_strict() {
+        let schema = schema_for::<Args>();
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["additionalProperties"], false);
+        assert_eq!(schema["required"], serde_json::json!(["query"]));
+        assert_eq!(schema["properties"]["query"]["description"], "What to look for.");
+        assert!(schema.get("$schema").is_none() && schema.get("$defs").is_none());
+    }
+
+    #[test]
+    fn arguments_parse_or_fail_with_every_problem() {
+        let ok: Args = parse_arguments(
+            "t",
+            serde_json::json!({"query": "x", "limit": 2, "server": "a"}),
+        )
+        .unwrap();
+        assert_eq!(ok.server.0, vec!["a"]);
+        let many: Args =
+            parse_arguments("t", serde_json::json!({"query": "x", "server": ["a", "b"]})).unwrap();
+        assert_eq!(many.server.0, vec!["a", "b"]);
+        let err = parse_arguments::<Args>("t", serde_json::json!({"limit": 9, "extra": 1}))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("query"), "{err}");
+        assert!(err.contains('9') || err.contains("maximum"), "{err}");
+        assert!(err.contains("extra"), "{err}");
+        assert!(parse_arguments::<Args>("t", Value::Null).is_err());
+    }
+}
