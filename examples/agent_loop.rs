@@ -197,6 +197,8 @@ fn main() -> Result<(), toolsearch_core::Error> {
                 last_result = Some(result.clone());
                 result
             }
+            // This loop serves no tools of its own beside the meta-tools (`Disclosure::serve`).
+            Ok(Dispatch::Served { .. }) => json!({"error": "not served here"}),
             // Errors go back to the model as the tool result, with the schema or did-you-mean.
             Err(error) => error_result(&error),
         };

@@ -3,7 +3,9 @@
 use crate::BadInput;
 use anyhow::Result;
 use std::path::Path;
-use toolsearch_core::{parse_catalog, CatalogFormat, SearchConfig, SearchEngine, Tool};
+use toolsearch_core::{
+    parse_catalog, CatalogFormat, CatalogPolicy, SearchConfig, SearchEngine, Tool,
+};
 
 pub fn read_tools(path: &Path, format: Option<&str>) -> Result<Vec<Tool>> {
     let format = format.map(str::parse::<CatalogFormat>).transpose()?;
@@ -23,4 +25,16 @@ pub fn load_engine(path: &Path, format: Option<&str>) -> Result<SearchEngine> {
         catalog,
         SearchConfig::default(),
     )?)
+}
+
+/// A catalog file under a config's search settings and catalog policy (names, selection,
+/// categories, tags, never-defer).
+pub fn load_engine_with(
+    path: &Path,
+    format: Option<&str>,
+    config: SearchConfig,
+    policy: CatalogPolicy,
+) -> Result<SearchEngine> {
+    let tools = read_tools(path, format)?;
+    Ok(SearchEngine::build(tools, config, policy)?)
 }

@@ -182,7 +182,7 @@ fn search_preset_session(transport: Transport) {
     let unknown = step(&report, 7);
     assert_eq!(unknown["is_error"], true, "{unknown}");
     assert!(
-        unknown["json"]["did_you_mean"]
+        unknown["json"]["didYouMean"]
             .as_array()
             .is_some_and(|s| s.contains(&json!("everything___echo"))),
         "{unknown}"
@@ -327,7 +327,7 @@ fn upstream_killed_mid_session_is_restarted() {
     assert_eq!(search_down["name"], "everything___echo", "{search_down}");
     assert_eq!(search_down["available"], false, "{search_down}");
     assert!(
-        search_down["server_state"].as_str().is_some(),
+        search_down["serverState"].as_str().is_some(),
         "{search_down}"
     );
 

@@ -111,7 +111,7 @@ fn serves_the_example_catalog_with_a_token_from_the_environment() {
         Some(search),
     );
     assert_eq!(status, 200, "{body}");
-    assert_eq!(body["tools"][0]["tool"]["name"], "github___create_issue");
+    assert_eq!(body["tools"][0]["name"], "github___create_issue");
     assert!(body["tools"].as_array().unwrap().len() <= 3);
 
     let (status, _) = http(

@@ -137,16 +137,21 @@ fn json_output_has_every_key() {
     keys.sort();
     assert_eq!(
         keys,
-        vec!["fallback", "mode", "query", "tools", "total_matches"]
+        vec![
+            "mode",
+            "offset",
+            "query",
+            "returned",
+            "tools",
+            "totalMatches"
+        ]
     );
     assert_eq!(json["query"], "send email");
     assert_eq!(json["mode"], "keyword");
-    assert_eq!(json["fallback"], Value::Null);
+    assert_eq!(json["offset"], 0);
+    assert!(json.get("fallback").is_none());
     let tools = json["tools"].as_array().unwrap();
-    assert_eq!(
-        json["total_matches"].as_u64().unwrap() as usize,
-        tools.len()
-    );
+    assert_eq!(json["totalMatches"].as_u64().unwrap() as usize, tools.len());
     let first = &tools[0];
     let mut keys: Vec<&str> = first
         .as_object()
@@ -158,31 +163,33 @@ fn json_output_has_every_key() {
     assert_eq!(
         keys,
         vec![
+            "category",
             "description",
-            "input_schema",
-            "matched_on",
+            "inputSchema",
+            "matchedOn",
             "name",
             "score",
-            "server"
+            "server",
+            "tags"
         ]
     );
     assert_eq!(first["name"], "mail___send_email");
     assert_eq!(first["server"], "mail");
     assert_eq!(first["description"], "Send an email to a recipient");
     assert_eq!(
-        first["input_schema"]["properties"]["recipient"]["type"],
+        first["inputSchema"]["properties"]["recipient"]["type"],
         "string"
     );
-    assert_eq!(first["input_schema"]["required"][0], "recipient");
+    assert_eq!(first["inputSchema"]["required"][0], "recipient");
     for tool in tools {
         let score = tool["score"].as_f64().unwrap();
         assert!((0.0..=1.0).contains(&score), "{score}");
-        for m in tool["matched_on"].as_array().unwrap() {
+        for m in tool["matchedOn"].as_array().unwrap() {
             assert!(m["field"].is_string(), "{m}");
             assert!(!m["terms"].as_array().unwrap().is_empty(), "{m}");
         }
     }
-    let matched = first["matched_on"].as_array().unwrap();
+    let matched = first["matchedOn"].as_array().unwrap();
     assert!(
         matched.iter().any(
             |m| m["field"] == "name" && m["terms"].as_array().unwrap().contains(&"send".into())
@@ -196,7 +203,7 @@ fn json_output_of_a_miss_carries_the_fallback() {
     let dir = Scratch::new("json-miss");
     let catalog = dir.file("catalog.json", CATALOG);
     let json = search_json(&catalog, &["xqzvbnmk"]);
-    assert_eq!(json["total_matches"], 0);
+    assert_eq!(json["totalMatches"], 0);
     assert_eq!(json["tools"], Value::Array(vec![]));
     assert_eq!(json["fallback"]["kind"], "names");
     assert_eq!(json["fallback"]["names"].as_array().unwrap().len(), 4);
@@ -206,36 +213,69 @@ fn json_output_of_a_miss_carries_the_fallback() {
 fn options_reach_the_engine() {
     let dir = Scratch::new("options");
     let catalog = dir.file("catalog.json", CATALOG);
-    let all = search_json(&catalog, &["read write email file"]);
-    assert_eq!(all["total_matches"], 4);
+    // --top-band 0 keeps every match (the default drops those below half the best score).
+    let all = search_json(&catalog, &["--top-band", "0", "read write email file"]);
+    assert_eq!(all["totalMatches"], 4);
     let everything = tool_names(&all);
 
     let page = search_json(
         &catalog,
-        &["--limit", "2", "--offset", "1", "read write email file"],
+        &[
+            "--top-band",
+            "0",
+            "--limit",
+            "2",
+            "--offset",
+            "1",
+            "read write email file",
+        ],
     );
     assert_eq!(tool_names(&page), everything[1..3]);
-    assert_eq!(page["total_matches"], 4);
+    assert_eq!(page["totalMatches"], 4);
+    assert_eq!(page["nextOffset"], 3);
 
-    let server = search_json(&catalog, &["--server", "files", "read write email file"]);
+    let server = search_json(
+        &catalog,
+        &[
+            "--top-band",
+            "0",
+            "--server",
+            "files",
+            "read write email file",
+        ],
+    );
     let mut names = tool_names(&server);
     names.sort();
     assert_eq!(names, vec!["files___read_file", "files___write_file"]);
 
     let category = search_json(
         &catalog,
-        &["--category", "communication", "read write email file"],
+        &[
+            "--top-band",
+            "0",
+            "--category",
+            "communication",
+            "read write email file",
+        ],
     );
     assert!(tool_names(&category)
         .iter()
         .all(|n| n.starts_with("mail___")));
-    assert_eq!(category["total_matches"], 2);
+    assert_eq!(category["totalMatches"], 2);
 
     let tag = search_json(
         &catalog,
-        &["--tag", "inbox", "--tag", "outbox", "read write email file"],
+        &[
+            "--top-band",
+            "0",
+            "--tag",
+            "inbox",
+            "--tag",
+            "outbox",
+            "read write email file",
+        ],
     );
-    assert_eq!(tag["total_matches"], 2);
+    assert_eq!(tag["totalMatches"], 2);
 
     let pattern = search_json(
         &catalog,
@@ -255,13 +295,13 @@ fn options_reach_the_engine() {
     assert_eq!(exact["tools"][0]["score"], 1.0);
 
     let threshold = search_json(&catalog, &["--threshold", "1.5", "read write email file"]);
-    assert_eq!(threshold["total_matches"], 0);
+    assert_eq!(threshold["totalMatches"], 0);
 
     let band = search_json(&catalog, &["--top-band", "1.0", "inbox"]);
     assert_eq!(tool_names(&band), vec!["mail___read_email"]);
 
     let browse = search_json(&catalog, &[]);
-    assert_eq!(browse["total_matches"], 4);
+    assert_eq!(browse["totalMatches"], 4);
     assert_eq!(
         tool_names(&browse),
         vec![

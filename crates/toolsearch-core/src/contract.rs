@@ -177,6 +177,23 @@ pub struct CategoryTools {
     pub tools: Vec<ToolMatch>,
 }
 
+/// Tells which servers cannot take calls right now, so that results can say so. The gateway
+/// implements it over its upstreams; a library user without servers needs none.
+pub trait ServerStatus: Send + Sync {
+    /// The server's state when it is not ready (`restarting in 4s: ...`), `None` when it is.
+    fn unavailable(&self, server: &str) -> Option<String>;
+}
+
+/// Marks the tools whose server `status` reports down: `available: false` and the state.
+pub fn mark_unavailable(tools: &mut [ToolMatch], status: &dyn ServerStatus) {
+    for tool in tools {
+        if let Some(state) = status.unavailable(&tool.server) {
+            tool.available = Some(false);
+            tool.server_state = Some(state);
+        }
+    }
+}
+
 /// Three decimals: readable, stable across platforms, and enough to rank by.
 pub fn round_score(score: f32) -> f64 {
     (f64::from(score) * 1000.0).round() / 1000.0
@@ -196,7 +213,10 @@ pub fn search(
             categories.push(resolve_category(&known, &label)?.id.clone());
         }
     }
-    let limit = args.limit.unwrap_or(options.default_limit).clamp(1, MAX_LIMIT);
+    let limit = args
+        .limit
+        .unwrap_or(options.default_limit)
+        .clamp(1, MAX_LIMIT);
     let offset = args.offset.unwrap_or(0);
     let mut request = SearchRequest::new(args.query.clone())
         .mode(args.mode.unwrap_or_default())
@@ -300,15 +320,12 @@ pub fn tools_by_category(
     let category = resolve_category(&known, &args.category)?.clone();
     let offset = args.offset.unwrap_or(0);
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
-    let response = engine.search(
-        &SearchRequest::new("")
-            .offset(offset)
-            .limit(limit)
-            .filters(Filters {
-                categories: vec![category.id.clone()],
-                ..Filters::default()
-            }),
-    )?;
+    let response = engine.search(&SearchRequest::new("").offset(offset).limit(limit).filters(
+        Filters {
+            categories: vec![category.id.clone()],
+            ..Filters::default()
+        },
+    ))?;
     let tools: Vec<ToolMatch> = response
         .tools
         .iter()

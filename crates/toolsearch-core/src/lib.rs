@@ -22,8 +22,8 @@ pub use error::{Error, Result};
 pub use formats::{parse_catalog, CatalogFormat};
 pub use policy::{CatalogPolicy, CategoryDef, CategoryInfo, NamePattern, Naming};
 pub use search::{
-    Fallback, Filters, MatchedOn, SearchConfig, SearchEngine, SearchHit, SearchMode,
-    SearchRequest, SearchResponse,
+    Fallback, Filters, MatchedOn, SearchConfig, SearchEngine, SearchHit, SearchMode, SearchRequest,
+    SearchResponse,
 };
-pub use served::{parse_arguments, schema_for, OneOrMany, ToolDecl};
+pub use served::{output_schema_for, parse_arguments, schema_for, OneOrMany, ToolDecl};
 pub use tool::{DeferPolicy, Tool, ToolId, ToolSchema, DEFAULT_SEPARATOR};

@@ -150,10 +150,10 @@ impl fmt::Display for NamePattern {
 impl<'de> Deserialize<'de> for NamePattern {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let raw = String::deserialize(deserializer)?;
-        if raw.trim().is_empty() {
-            return Err(serde::de::Error::custom(
-                "a name pattern is empty; write `server:tool`, `server:*` or a tool name",
-            ));
+        if raw.trim().is_empty() || raw.matches(':').count() > 1 {
+            return Err(serde::de::Error::custom(format!(
+                "`{raw}` is not a name pattern; write `server:tool`, `server:*` or a tool name"
+            )));
         }
         Ok(Self::parse(&raw))
     }
@@ -245,7 +245,10 @@ impl CatalogPolicy {
     /// Whether a server passes `selected_servers`.
     pub fn server_selected(&self, server: &str) -> bool {
         self.selected_servers.is_empty()
-            || self.selected_servers.iter().any(|p| p.matches_server(server))
+            || self
+                .selected_servers
+                .iter()
+                .any(|p| p.matches_server(server))
     }
 
     /// Whether a tool passes `selected_servers` and `selected_tools`.
@@ -480,7 +483,10 @@ mod tests {
     fn selection_tags_and_defer_are_applied_once() {
         let policy = CatalogPolicy {
             selected_servers: vec![NamePattern::parse("fs"), NamePattern::parse("g*")],
-            selected_tools: vec![NamePattern::parse("fs:*"), NamePattern::parse("gh___list_*")],
+            selected_tools: vec![
+                NamePattern::parse("fs:*"),
+                NamePattern::parse("gh___list_*"),
+            ],
             server_tags: [("fs".to_string(), vec!["disk".to_string()])].into(),
             never_defer: vec![NamePattern::parse("read_file")],
             pinned: vec![NamePattern::parse("gh:list_prs")],

@@ -38,23 +38,61 @@ impl ToolDecl {
 
     /// Declares that the tool returns `O` as JSON.
     pub fn returns<O: JsonSchema>(mut self) -> Self {
-        self.output_schema = Some(schema_for::<O>());
+        self.output_schema = Some(output_schema_for::<O>());
         self
     }
 }
 
-/// The JSON Schema of `T`, self-contained (no `$ref`s), without `$schema` and `title` (they cost
-/// tokens on every request and tell a model nothing).
+/// The JSON Schema of `T`, self-contained (no `$ref`s), without what costs tokens on every request
+/// and tells a model nothing: `$schema`, the root's `title` and `description` (the tool's own
+/// description says it), and the Rust-only number formats (`uint`, `double`, ...).
+///
+/// This is the schema of what `T` accepts (its `Deserialize`); [`output_schema_for`] is the schema
+/// of what it writes.
 pub fn schema_for<T: JsonSchema>() -> Value {
-    let generator = SchemaSettings::draft2020_12()
+    derive_schema::<T>(SchemaSettings::draft2020_12().for_deserialize())
+}
+
+/// The JSON Schema of what `T` writes (its `Serialize`: fields it skips when empty are optional),
+/// trimmed as [`schema_for`] trims.
+pub fn output_schema_for<T: JsonSchema>() -> Value {
+    derive_schema::<T>(SchemaSettings::draft2020_12().for_serialize())
+}
+
+fn derive_schema<T: JsonSchema>(settings: SchemaSettings) -> Value {
+    let generator = settings
         .with(|s| s.inline_subschemas = true)
         .into_generator();
     let mut value = generator.into_root_schema_for::<T>().to_value();
     if let Some(map) = value.as_object_mut() {
         map.remove("$schema");
         map.remove("title");
+        map.remove("description");
     }
+    drop_number_formats(&mut value);
     value
+}
+
+/// Removes `format` keywords that only name a Rust number type. Schemas derived from this crate's
+/// types are a few levels deep, so the recursion is bounded by them.
+fn drop_number_formats(value: &mut Value) {
+    const RUST_FORMATS: [&str; 10] = [
+        "uint", "uint8", "uint16", "uint32", "uint64", "int", "int32", "int64", "float", "double",
+    ];
+    match value {
+        Value::Object(map) => {
+            if map
+                .get("format")
+                .and_then(Value::as_str)
+                .is_some_and(|f| RUST_FORMATS.contains(&f))
+            {
+                map.remove("format");
+            }
+            map.values_mut().for_each(drop_number_formats);
+        }
+        Value::Array(items) => items.iter_mut().for_each(drop_number_formats),
+        _ => {}
+    }
 }
 
 /// Reads a call's arguments as `A`: `null` counts as `{}`; anything that does not fit the derived
@@ -169,8 +207,14 @@ mod tests {
         assert_eq!(schema["type"], "object");
         assert_eq!(schema["additionalProperties"], false);
         assert_eq!(schema["required"], serde_json::json!(["query"]));
-        assert_eq!(schema["properties"]["query"]["description"], "What to look for.");
+        assert_eq!(
+            schema["properties"]["query"]["description"],
+            "What to look for."
+        );
         assert!(schema.get("$schema").is_none() && schema.get("$defs").is_none());
+        assert!(schema.get("description").is_none());
+        assert!(schema["properties"]["limit"].get("format").is_none());
+        assert_eq!(schema["properties"]["limit"]["maximum"], 5);
     }
 
     #[test]

@@ -2,13 +2,17 @@
 
 mod disclosure_common;
 
-use disclosure_common::{disclosure, engine, names, names_with, tools};
+use disclosure_common::{disclosure, engine, engine_with, names, names_with, tools};
 use serde_json::{json, Value};
 use toolsearch_core::disclosure::stub_schema;
 use toolsearch_core::{
-    error_result, DeferPolicy, Disclosure, DisclosureConfig, Dispatch, Error, Exposure, Preset,
-    SearchEngine, SelectionOrder, Tool,
+    error_result, CatalogPolicy, DeferPolicy, Disclosure, DisclosureConfig, Dispatch, Error,
+    Exposure, NamePattern, Preset, SearchEngine, SelectionOrder, Tool,
 };
+
+fn patterns(list: &[&str]) -> Vec<NamePattern> {
+    list.iter().map(|p| NamePattern::parse(p)).collect()
+}
 
 fn config(preset: Preset) -> DisclosureConfig {
     DisclosureConfig::default().preset(preset)
@@ -59,7 +63,7 @@ fn threshold_is_configurable() {
 fn always_deferred_tools_stay_hidden_below_the_threshold() {
     let mut list: Vec<Tool> = tools().into_iter().take(5).collect();
     list[4] = list[4].clone().with_defer(DeferPolicy::Always);
-    let hidden = list[4].public_name("___");
+    let hidden = list[4].id().to_string();
     let engine = SearchEngine::from_tools(list).unwrap();
     let d = disclosure(Preset::Search);
     let visible = d.visible_tools("s", &engine);
@@ -83,38 +87,35 @@ fn never_defer_policy_keeps_a_tool_in_full() {
 }
 
 #[test]
-fn never_defer_allowlist_from_config_and_api() {
-    let mut cfg = config(Preset::Search);
-    cfg.never_defer = vec!["get_weather".into(), "db___run_query".into()];
-    let d = Disclosure::new(cfg).unwrap();
-    let engine = engine();
+fn never_defer_patterns_from_the_catalog_policy() {
+    let d = disclosure(Preset::Search);
+    let engine = engine_with(CatalogPolicy {
+        never_defer: patterns(&["get_weather", "db___run_query"]),
+        ..CatalogPolicy::default()
+    });
     assert_eq!(
         names_with(&d.visible_tools("s", &engine), Exposure::Full),
         ["db___run_query", "weather___get_weather"]
     );
-    d.add_never_defer("files___read_file");
+    // The one pattern rule: `server:tool` globs, any case.
+    let engine = engine_with(CatalogPolicy {
+        never_defer: patterns(&["DB:*", "files:read_*"]),
+        ..CatalogPolicy::default()
+    });
     assert_eq!(
         names_with(&d.visible_tools("s", &engine), Exposure::Full),
-        [
-            "db___run_query",
-            "files___read_file",
-            "weather___get_weather"
-        ]
-    );
-    assert!(d.remove_never_defer("get_weather"));
-    assert_eq!(
-        names_with(&d.visible_tools("s", &engine), Exposure::Full),
-        ["db___run_query", "files___read_file"]
+        ["db___run_query", "db___list_tables", "files___read_file"]
     );
 }
 
 #[test]
 fn pinned_and_always_visible_categories() {
-    let mut cfg = config(Preset::Progressive);
-    cfg.pinned = vec!["slack___list_channels".into()];
-    cfg.always_visible_categories = vec!["weather".into()];
-    let d = Disclosure::new(cfg).unwrap();
-    let engine = engine();
+    let d = Disclosure::new(config(Preset::Progressive)).unwrap();
+    let engine = engine_with(CatalogPolicy {
+        pinned: patterns(&["slack___list_channels"]),
+        always_visible_categories: vec!["weather".into()],
+        ..CatalogPolicy::default()
+    });
     let full = names_with(&d.visible_tools("s", &engine), Exposure::Full);
     assert_eq!(
         full,
@@ -124,12 +125,12 @@ fn pinned_and_always_visible_categories() {
             "weather___get_forecast"
         ]
     );
-    d.pin("create_event");
+    let engine = engine_with(CatalogPolicy {
+        pinned: patterns(&["create_event"]),
+        ..CatalogPolicy::default()
+    });
     let full = names_with(&d.visible_tools("other", &engine), Exposure::Full);
-    assert!(full.contains(&"calendar___create_event".to_string()));
-    assert!(d.unpin("create_event"));
-    let full = names_with(&d.visible_tools("other", &engine), Exposure::Full);
-    assert!(!full.contains(&"calendar___create_event".to_string()));
+    assert_eq!(full, ["calendar___create_event"]);
 }
 
 #[test]
@@ -329,10 +330,7 @@ fn add_preset_lists_without_schemas_and_add_tool_reveals() {
         .handle("s", "add_tool", json!({"names": ["read_file"]}), &engine)
         .unwrap();
     assert!(!out.visible_changed);
-    assert_eq!(
-        out.result["already_available"],
-        json!(["files___read_file"])
-    );
+    assert_eq!(out.result["alreadyAvailable"], json!(["files___read_file"]));
 }
 
 #[test]
@@ -370,7 +368,7 @@ fn show_all_tools_pages_names() {
     assert_eq!(out.result["total"], 18);
     assert_eq!(out.result["names"].as_array().unwrap().len(), 5);
     assert_eq!(out.result["names"][0], "calendar___create_event");
-    assert_eq!(out.result["next_offset"], 5);
+    assert_eq!(out.result["nextOffset"], 5);
     let out = d
         .handle(
             "s",
@@ -380,7 +378,7 @@ fn show_all_tools_pages_names() {
         )
         .unwrap();
     assert_eq!(out.result["names"].as_array().unwrap().len(), 3);
-    assert!(out.result.get("next_offset").is_none());
+    assert!(out.result.get("nextOffset").is_none());
 }
 
 #[test]
@@ -673,7 +671,6 @@ fn meta_tools_reject_bad_arguments_with_their_schema() {
     let d = disclosure(Preset::Add);
     let engine = engine();
     let cases = [
-        ("search_tools", json!({})),
         ("search_tools", json!({"query": 3})),
         ("search_tools", json!({"query": "x", "colour": "red"})),
         ("search_tools", json!({"query": "x", "limit": 0})),
@@ -738,7 +735,7 @@ fn category_tools() {
         .unwrap();
     assert_eq!(
         out.result["categories"][0],
-        json!({"name": "Communication", "count": 3})
+        json!({"id": "Communication", "name": "Communication", "toolCount": 3})
     );
     let out = d
         .handle(
@@ -748,7 +745,7 @@ fn category_tools() {
             &engine,
         )
         .unwrap();
-    assert_eq!(out.result["total_matches"], 2);
+    assert_eq!(out.result["totalMatches"], 2);
     assert_eq!(out.result["tools"][0]["name"], "weather___get_forecast");
     assert!(out.result["tools"][0]["inputSchema"].is_object());
 }
@@ -759,7 +756,7 @@ fn empty_search_gives_a_fallback_to_refine_with() {
     let out = d
         .handle("s", "search_tools", json!({"query": "zzqxv"}), &engine())
         .unwrap();
-    assert_eq!(out.result["total_matches"], 0);
+    assert_eq!(out.result["totalMatches"], 0);
     assert!(out.result["fallback"].is_object(), "{}", out.result);
 }
 
@@ -814,10 +811,11 @@ fn config_is_validated_and_reads_camel_case() {
 
 #[test]
 fn anthropic_native_defers_and_searches_only_deferred_tools() {
-    let mut cfg = config(Preset::Search);
-    cfg.pinned = vec!["get_weather".into()];
-    let d = Disclosure::new(cfg).unwrap();
-    let engine = engine();
+    let d = disclosure(Preset::Search);
+    let engine = engine_with(CatalogPolicy {
+        pinned: patterns(&["get_weather"]),
+        ..CatalogPolicy::default()
+    });
     let tools = d.anthropic_native_tools(&engine);
     assert_eq!(tools.len(), 19);
     assert_eq!(tools[0].name, "tool_search");

@@ -2,22 +2,25 @@
 
 mod disclosure_common;
 
-use disclosure_common::{disclosure, engine, names};
+use disclosure_common::{disclosure, engine, engine_with, names};
 use insta::assert_json_snapshot;
 use serde_json::{json, Value};
 use toolsearch_core::formats::{
     anthropic_tool_search_result, anthropic_tools, gemini_schema, gemini_tools, mcp_tools_list,
     openai_chat_tools, openai_responses_tools,
 };
-use toolsearch_core::{Disclosure, DisclosureConfig, ExposedTool, Preset};
+use toolsearch_core::{
+    CatalogPolicy, Disclosure, DisclosureConfig, ExposedTool, NamePattern, Preset,
+};
 
 /// A progressive session with one pinned tool and one revealed tool: meta-tools, full tools,
 /// stubs and a reveal, trimmed to a few entries to keep the snapshots readable.
 fn sample() -> Vec<ExposedTool> {
-    let mut cfg = DisclosureConfig::default().preset(Preset::Progressive);
-    cfg.pinned = vec!["files___read_file".into()];
-    let d = Disclosure::new(cfg).unwrap();
-    let engine = engine();
+    let d = Disclosure::new(DisclosureConfig::default().preset(Preset::Progressive)).unwrap();
+    let engine = engine_with(CatalogPolicy {
+        pinned: vec![NamePattern::parse("files___read_file")],
+        ..CatalogPolicy::default()
+    });
     d.handle(
         "s",
         "tool_search",
@@ -77,12 +80,11 @@ fn mcp_tools_list_payload() {
 
 #[test]
 fn anthropic_native_payload_defers_and_references() {
-    let cfg = DisclosureConfig {
-        pinned: vec!["weather___get_weather".into()],
-        ..Default::default()
-    };
-    let d = Disclosure::new(cfg).unwrap();
-    let engine = engine();
+    let d = Disclosure::new(DisclosureConfig::default()).unwrap();
+    let engine = engine_with(CatalogPolicy {
+        pinned: vec![NamePattern::parse("weather___get_weather")],
+        ..CatalogPolicy::default()
+    });
     let tools: Vec<ExposedTool> = d
         .anthropic_native_tools(&engine)
         .into_iter()
@@ -177,6 +179,7 @@ fn writers_add_the_object_shape_providers_require() {
         name: "bare".into(),
         description: "No schema".into(),
         input_schema: json!({}),
+        output_schema: None,
         annotations: None,
         exposure: toolsearch_core::Exposure::Full,
         tool: None,

@@ -37,7 +37,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use toolsearch_core::tool::DEFAULT_SEPARATOR;
+use toolsearch_core::{
+    CatalogPolicy, CategoryDef, NamePattern, Naming, Preset, SelectionOrder, DEFAULT_SEPARATOR,
+};
 
 /// A configuration problem: the file, the key (dotted path), the position when known, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -79,36 +81,13 @@ pub struct GatewayConfig {
     pub tool_search: ToolSearchConfig,
     #[serde(default)]
     pub supervisor: SupervisorConfig,
-    /// Category definitions (`[[categories]]`): id, name, description, and the tools they hold.
+    /// Category definitions (`[[categories]]`): id, name, description, and the tools they hold
+    /// (by server glob or name pattern; the first matching definition wins).
     #[serde(default)]
     pub categories: Vec<CategoryDef>,
     /// The `rest` section: the REST API's tokens and limits.
     #[serde(default)]
     pub rest: RestConfig,
-}
-
-/// One category: tools join it by server (`servers`, globs allowed) or by name pattern (`tools`:
-/// `server:tool`, `server:*`, or a bare tool name, globs allowed). The first matching definition wins;
-/// tools no definition claims keep the category of `toolSearch.categories` or their own.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct CategoryDef {
-    pub id: String,
-    /// Display name; the id when absent.
-    #[serde(default)]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub description: String,
-    #[serde(default)]
-    pub servers: Vec<String>,
-    #[serde(default)]
-    pub tools: Vec<String>,
-}
-
-impl CategoryDef {
-    pub fn display_name(&self) -> &str {
-        self.name.as_deref().unwrap_or(&self.id)
-    }
 }
 
 /// The `rest` section.
@@ -312,28 +291,6 @@ fn check_header(name: &str, value: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Which tool surface the gateway shows its clients.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Preset {
-    #[default]
-    Search,
-    Progressive,
-    Add,
-    Limit,
-    Passthrough,
-}
-
-/// Order in which the `limit` preset picks its first tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ToolSelectionOrder {
-    /// Servers in config order, tools in each server's order.
-    #[default]
-    ServerPriority,
-    Alphabetical,
-}
-
 /// The `toolSearch` section.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -350,13 +307,13 @@ pub struct ToolSearchConfig {
     #[serde(default)]
     pub search_threshold: Option<f64>,
     #[serde(default)]
-    pub tool_selection_order: ToolSelectionOrder,
-    /// Tools always sent in full (public names like `server___tool`, or bare tool names).
+    pub tool_selection_order: SelectionOrder,
+    /// Tools always sent in full (name patterns: `server:tool`, `server___tool`, `tool`, globs).
     #[serde(default, rename = "never_defer", alias = "neverDefer")]
-    pub never_defer: Vec<String>,
-    /// Tools every session sees from the start.
+    pub never_defer: Vec<NamePattern>,
+    /// Tools every session sees in full from the start (name patterns).
     #[serde(default)]
-    pub pinned: Vec<String>,
+    pub pinned: Vec<NamePattern>,
     /// Category per server name.
     #[serde(default)]
     pub categories: BTreeMap<String, String>,
@@ -365,10 +322,10 @@ pub struct ToolSearchConfig {
     pub tags: BTreeMap<String, Vec<String>>,
     /// Only these servers are started (names or `*` globs); empty means all.
     #[serde(default)]
-    pub selected_servers: Vec<String>,
-    /// Only these tools are exposed (`server:*`, `server:tool`, globs allowed); empty means all.
+    pub selected_servers: Vec<NamePattern>,
+    /// Only these tools are exposed (name patterns); empty means all.
     #[serde(default)]
-    pub selected_tools: Vec<String>,
+    pub selected_tools: Vec<NamePattern>,
     #[serde(default = "default_separator")]
     pub separator: String,
     #[serde(default)]
@@ -456,7 +413,7 @@ impl Default for ToolSearchConfig {
             threshold: default_threshold(),
             max_tools_limit: None,
             search_threshold: None,
-            tool_selection_order: ToolSelectionOrder::default(),
+            tool_selection_order: SelectionOrder::default(),
             never_defer: Vec::new(),
             pinned: Vec::new(),
             categories: BTreeMap::new(),
@@ -475,67 +432,6 @@ impl ToolSearchConfig {
     pub fn call_timeout(&self) -> Duration {
         Duration::from_secs(self.call_timeout_secs)
     }
-
-    /// Whether a server passes `selectedServers`.
-    pub fn server_selected(&self, server: &str) -> bool {
-        self.selected_servers.is_empty() || self.selected_servers.iter().any(|p| glob(p, server))
-    }
-
-    /// Whether a tool passes `selectedServers` and `selectedTools`.
-    pub fn tool_selected(&self, server: &str, tool: &str) -> bool {
-        if !self.server_selected(server) {
-            return false;
-        }
-        if self.selected_tools.is_empty() {
-            return true;
-        }
-        self.selected_tools.iter().any(|pattern| {
-            match pattern.split_once(':') {
-                Some((sp, tp)) => glob(sp, server) && glob(tp, tool),
-                // A bare pattern matches the tool name on any server, or the public name.
-                None => {
-                    glob(pattern, tool)
-                        || glob(pattern, &format!("{server}{}{tool}", self.separator))
-                }
-            }
-        })
-    }
-
-    /// Whether a tool is listed in `never_defer` (by public name or bare name).
-    pub fn is_never_defer(&self, server: &str, tool: &str) -> bool {
-        let public = format!("{server}{}{tool}", self.separator);
-        self.never_defer
-            .iter()
-            .any(|n| glob(n, &public) || glob(n, tool))
-    }
-}
-
-/// `*` matches any run of characters; everything else matches itself.
-pub fn glob(pattern: &str, text: &str) -> bool {
-    let p: Vec<char> = pattern.chars().collect();
-    let t: Vec<char> = text.chars().collect();
-    let (mut pi, mut ti) = (0usize, 0usize);
-    let (mut star, mut mark) = (None::<usize>, 0usize);
-    while ti < t.len() {
-        if pi < p.len() && p[pi] != '*' && p[pi] == t[ti] {
-            pi += 1;
-            ti += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some(pi);
-            mark = ti;
-            pi += 1;
-        } else if let Some(s) = star {
-            pi = s + 1;
-            mark += 1;
-            ti = mark;
-        } else {
-            return false;
-        }
-    }
-    while pi < p.len() && p[pi] == '*' {
-        pi += 1;
-    }
-    pi == p.len()
 }
 
 /// The `supervisor` section: how failing upstreams are restarted.
@@ -627,9 +523,26 @@ impl GatewayConfig {
 
     /// The servers to start: enabled and selected, in config order.
     pub fn active_servers(&self) -> impl Iterator<Item = (&str, &ServerConfig)> {
+        let policy = self.catalog_policy();
         self.mcp_servers
             .iter()
-            .filter(|(name, s)| !s.disabled && self.tool_search.server_selected(name))
+            .filter(move |(name, s)| !s.disabled && policy.server_selected(name))
+    }
+
+    /// Every name rule of the config, as the engine applies them when tools arrive.
+    pub fn catalog_policy(&self) -> CatalogPolicy {
+        let ts = &self.tool_search;
+        CatalogPolicy {
+            naming: Naming::new(ts.separator.clone()),
+            selected_servers: ts.selected_servers.clone(),
+            selected_tools: ts.selected_tools.clone(),
+            category_defs: self.categories.clone(),
+            server_categories: ts.categories.clone(),
+            server_tags: ts.tags.clone(),
+            never_defer: ts.never_defer.clone(),
+            pinned: ts.pinned.clone(),
+            always_visible_categories: Vec::new(),
+        }
     }
 
     fn validate(&self) -> Result<(), (String, String)> {
@@ -661,16 +574,6 @@ impl GatewayConfig {
             ));
         }
         validate_offload(&ts.offload)?;
-        for (i, pattern) in ts.selected_tools.iter().enumerate() {
-            if pattern.is_empty() || pattern.split(':').count() > 2 {
-                return Err((
-                    format!("toolSearch.selectedTools[{i}]"),
-                    format!(
-                        "`{pattern}` is not a tool pattern; use `server:tool`, `server:*` or a tool name"
-                    ),
-                ));
-            }
-        }
         for (section, names) in [
             ("categories", ts.categories.keys().collect::<Vec<_>>()),
             ("tags", ts.tags.keys().collect::<Vec<_>>()),
@@ -698,14 +601,6 @@ impl GatewayConfig {
                     format!("{key}.id"),
                     format!("category `{}` is defined twice; keep one entry", def.id),
                 ));
-            }
-            for (j, pattern) in def.tools.iter().enumerate() {
-                if pattern.is_empty() || pattern.split(':').count() > 2 {
-                    return Err((
-                        format!("{key}.tools[{j}]"),
-                        format!("`{pattern}` is not a tool pattern; use `server:tool`, `server:*` or a tool name"),
-                    ));
-                }
             }
         }
         for (i, token) in self.rest.api_tokens.iter().enumerate() {
@@ -978,14 +873,21 @@ mod tests {
         let ts = &config.tool_search;
         assert_eq!(ts.preset, Preset::Limit);
         assert_eq!(ts.max_tools_limit, Some(5));
-        assert_eq!(ts.tool_selection_order, ToolSelectionOrder::Alphabetical);
+        assert_eq!(ts.tool_selection_order, SelectionOrder::Alphabetical);
         assert_eq!(ts.categories["zeta"], "dev");
         assert_eq!(ts.tags["alpha"], ["web", "net"]);
-        assert!(ts.tool_selected("zeta", "anything"));
-        assert!(ts.tool_selected("alpha", "beta"));
-        assert!(!ts.tool_selected("alpha", "gamma"));
-        assert!(ts.is_never_defer("zeta", "a"));
-        assert!(!ts.is_never_defer("alpha", "a"));
+        let policy = config.catalog_policy();
+        let id = |server: &str, name: &str| toolsearch_core::ToolId::new(server, name);
+        assert!(policy.tool_selected(&id("zeta", "anything")));
+        assert!(policy.tool_selected(&id("alpha", "beta")));
+        assert!(!policy.tool_selected(&id("alpha", "gamma")));
+        let never = |server: &str, name: &str| {
+            ts.never_defer
+                .iter()
+                .any(|p| p.matches(&id(server, name), &policy.naming))
+        };
+        assert!(never("zeta", "a"));
+        assert!(!never("alpha", "a"));
         assert_eq!(config.supervisor.max_restarts, Some(3));
         assert!(matches!(
             config.mcp_servers.get("alpha").unwrap().transport(),
@@ -1159,15 +1061,5 @@ mod tests {
         assert_eq!(err.key, "toolSearch.offload.maxBytesPerSession");
         let err = json(r#"{"toolSearch": {"offload": {"maxOutputsPerSession": 0}}}"#).unwrap_err();
         assert_eq!(err.key, "toolSearch.offload.maxOutputsPerSession");
-    }
-
-    #[test]
-    fn glob_matches() {
-        assert!(glob("*", ""));
-        assert!(glob("get_*", "get_weather"));
-        assert!(glob("*weather*", "get_weather_now"));
-        assert!(!glob("get_*", "set_weather"));
-        assert!(glob("a*b*c", "axxbyyc"));
-        assert!(!glob("a*b*c", "axxbyy"));
     }
 }

@@ -98,12 +98,6 @@ impl ServerHandler for GatewayService {
                     .map_err(|e| tracing::warn!(tool = %name, error = %e, "tool left out of tools/list: its definition is not a valid MCP tool"))
                     .ok()
             })
-            .chain(
-                self.gateway
-                    .offload_tools()
-                    .into_iter()
-                    .filter_map(|tool| serde_json::from_value::<rmcp::model::Tool>(tool).map_err(|e| tracing::error!(error = %e, "large-output tool left out of tools/list")).ok()),
-            )
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }

@@ -13,16 +13,27 @@ use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 use toolsearch_core::disclosure::{
-    error_result, Disclosure, DisclosureConfig, Dispatch, ExposedTool, Preset as CorePreset,
-    SelectionOrder,
+    error_result, Disclosure, DisclosureConfig, Dispatch, ExposedTool, ServerStatus,
 };
-use toolsearch_core::{SearchConfig, SearchEngine, Tool, ToolId};
+use toolsearch_core::{Preset, SearchConfig, SearchEngine, ServedId, Tool, ToolDecl};
 
-use crate::config::{GatewayConfig, Preset, ToolSelectionOrder};
+use crate::config::GatewayConfig;
 use crate::error::{GatewayError, Result};
 use crate::offload::{self, OffloadStore};
-use crate::rest::{Categories, SharedEngine};
+use crate::rest::SharedEngine;
 use crate::supervisor::{ServerState, UpstreamEvent, UpstreamManager};
+
+/// Search results mark the tools of upstreams that are not ready.
+struct UpstreamStatus(UpstreamManager);
+
+impl ServerStatus for UpstreamStatus {
+    fn unavailable(&self, server: &str) -> Option<String> {
+        self.0
+            .state(server)
+            .filter(|state| !state.is_ready())
+            .map(|state| state.to_string())
+    }
+}
 
 /// A downstream session the gateway can notify.
 #[derive(Default)]
@@ -39,7 +50,10 @@ pub struct Gateway {
     upstreams: UpstreamManager,
     engine: SharedEngine,
     disclosure: Disclosure,
-    categories: Categories,
+    /// Which upstreams cannot take calls, for search results.
+    status: Arc<dyn ServerStatus>,
+    /// The large-output tools served through the disclosure, by the id it gave each.
+    offload_tools: Vec<(ServedId, &'static str)>,
     sessions: Mutex<HashMap<String, SessionEntry>>,
     next_session: AtomicU64,
     call_timeout: Duration,
@@ -61,21 +75,10 @@ pub fn disclosure_config(config: &GatewayConfig) -> DisclosureConfig {
     let ts = &config.tool_search;
     let defaults = DisclosureConfig::default();
     DisclosureConfig {
-        preset: match ts.preset {
-            Preset::Search => CorePreset::Search,
-            Preset::Progressive => CorePreset::Progressive,
-            Preset::Add => CorePreset::Add,
-            Preset::Limit => CorePreset::Limit,
-            Preset::Passthrough => CorePreset::Passthrough,
-        },
+        preset: ts.preset,
         threshold: ts.threshold,
-        never_defer: ts.never_defer.clone(),
-        pinned: ts.pinned.clone(),
         max_tools_limit: ts.max_tools_limit.unwrap_or(defaults.max_tools_limit),
-        tool_selection_order: match ts.tool_selection_order {
-            ToolSelectionOrder::ServerPriority => SelectionOrder::ServerPriority,
-            ToolSelectionOrder::Alphabetical => SelectionOrder::Alphabetical,
-        },
+        tool_selection_order: ts.tool_selection_order,
         // "Server priority" is the order the config lists the servers in.
         server_priority: config
             .active_servers()
@@ -85,27 +88,57 @@ pub fn disclosure_config(config: &GatewayConfig) -> DisclosureConfig {
     }
 }
 
-/// The engine settings from the `toolSearch` section: separator and score threshold.
+/// The engine settings from the `toolSearch` section: the score threshold.
 pub fn search_config(config: &GatewayConfig) -> SearchConfig {
     let ts = &config.tool_search;
     let defaults = SearchConfig::default();
     SearchConfig {
-        separator: ts.separator.clone(),
         threshold: ts.search_threshold.map_or(defaults.threshold, |t| t as f32),
         ..defaults
     }
 }
 
+/// An engine whose servers' tools enter through the config's catalog policy.
+pub fn search_engine(config: &GatewayConfig) -> Result<SearchEngine> {
+    Ok(SearchEngine::with_policy(
+        search_config(config),
+        config.catalog_policy(),
+    )?)
+}
+
 impl Gateway {
     /// Starts the upstreams and the indexing task. Must run inside a tokio runtime.
     pub fn start(config: GatewayConfig) -> Result<Arc<Self>> {
-        let disclosure = Disclosure::new(disclosure_config(&config))?;
-        let engine = SearchEngine::new(search_config(&config))?;
+        let mut disclosure = Disclosure::new(disclosure_config(&config))?;
+        let engine = search_engine(&config)?;
         let upstreams = UpstreamManager::start(&config);
+        let status: Arc<dyn ServerStatus> = Arc::new(UpstreamStatus(upstreams.clone()));
+        disclosure.set_server_status(status.clone());
+        let offload_tools = if config.tool_search.offload.enabled {
+            offload::tool_definitions(&config.tool_search.offload)
+                .into_iter()
+                .zip(offload::TOOL_NAMES)
+                .map(|(definition, name)| {
+                    let decl = ToolDecl {
+                        name,
+                        description: definition["description"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .to_string(),
+                        input_schema: definition["inputSchema"].clone(),
+                        output_schema: None,
+                    };
+                    (disclosure.serve(decl), name)
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         // Subscribe before reading the current tools so that no change falls in between.
         let events = upstreams.subscribe();
         let gateway = Arc::new(Self {
-            categories: Categories::from_config(&config),
+            status,
+            offload_tools,
             call_timeout: config.tool_search.call_timeout(),
             offload: config
                 .tool_search
@@ -145,16 +178,12 @@ impl Gateway {
         self.offload.as_ref()
     }
 
-    /// Definitions of the large-output tools, appended to every session's tools/list while
-    /// offloading is on (whatever the preset: the core's disclosure does not know them).
-    pub fn offload_tools(&self) -> Vec<Value> {
-        self.offload
-            .as_ref()
-            .map(|store| offload::tool_definitions(store.config()))
-            .unwrap_or_default()
+    /// Which upstreams cannot take calls right now, for the REST API's results.
+    pub fn server_status(&self) -> Arc<dyn ServerStatus> {
+        self.status.clone()
     }
 
-    pub fn preset(&self) -> CorePreset {
+    pub fn preset(&self) -> Preset {
         self.disclosure.preset()
     }
 
@@ -181,14 +210,8 @@ impl Gateway {
         }
     }
 
-    /// Replaces one server's tools in the index, with `[[categories]]` applied.
-    fn index_server(&self, server: &str, mut tools: Vec<Tool>) {
-        for tool in &mut tools {
-            if let Some(category) = self.categories.category_of(tool) {
-                let category = category.to_string();
-                tool.category = Some(category);
-            }
-        }
+    /// Replaces one server's tools in the index; the engine applies the catalog policy.
+    fn index_server(&self, server: &str, tools: Vec<Tool>) {
         let count = tools.len();
         let outcome = if tools.is_empty() {
             self.write_engine().remove_server(server)
@@ -258,27 +281,6 @@ impl Gateway {
         arguments: Value,
         cancel: CancellationToken,
     ) -> CallToolResult {
-        // A model may reach the large-output tools through `call_tool` too.
-        let (name, arguments) = match arguments_of_wrapped_offload_call(name, &arguments) {
-            Some((inner, inner_args)) if self.offload.is_some() => (inner, inner_args),
-            _ => (name, arguments),
-        };
-        if let Some(store) = self
-            .offload
-            .as_ref()
-            .filter(|_| offload::is_offload_tool(name))
-        {
-            return match store
-                .call(session, name, arguments, self.call_timeout)
-                .await
-            {
-                Ok(value) => json_result(value, false),
-                Err(e) => {
-                    tracing::debug!(session, tool = name, error = %e, "large-output call refused");
-                    json_result(serde_json::json!({ "error": e.to_string() }), true)
-                }
-            };
-        }
         let dispatch = {
             let engine = self.read_engine();
             self.disclosure.dispatch(session, name, arguments, &engine)
@@ -289,12 +291,13 @@ impl Gateway {
                 json_result(error_result(&e), true)
             }
             Ok(Dispatch::Meta(outcome)) => {
-                let mut result = outcome.result;
-                self.mark_unavailable(&mut result);
                 if outcome.visible_changed {
                     self.notify(session).await;
                 }
-                json_result(result, false)
+                json_result(outcome.result, false)
+            }
+            Ok(Dispatch::Served { id, arguments }) => {
+                self.call_offload(session, id, arguments).await
             }
             Ok(Dispatch::Call { tool, arguments }) => {
                 let arguments = match arguments {
@@ -314,7 +317,7 @@ impl Gateway {
                 {
                     Ok(result) => match &self.offload {
                         Some(store) => {
-                            let public = tool.public_name(&self.config.tool_search.separator);
+                            let public = self.read_engine().naming().tool_name(&tool);
                             store.offload_result(session, &public, result)
                         }
                         None => result,
@@ -328,31 +331,34 @@ impl Gateway {
         }
     }
 
-    /// Adds `"available": false` and the server's state to search results whose server is down.
-    fn mark_unavailable(&self, result: &mut Value) {
-        let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) else {
-            return;
+    /// Runs one of the large-output tools the disclosure dispatched to.
+    async fn call_offload(&self, session: &str, id: ServedId, arguments: Value) -> CallToolResult {
+        let tool = self
+            .offload_tools
+            .iter()
+            .find(|(served, _)| *served == id)
+            .map(|(_, tool)| *tool);
+        let (Some(store), Some(tool)) = (&self.offload, tool) else {
+            return json_result(
+                serde_json::json!({ "error": "this tool is not served by this gateway" }),
+                true,
+            );
         };
-        let separator = self.config.tool_search.separator.as_str();
-        let mut states: HashMap<String, Option<ServerState>> = HashMap::new();
-        for entry in tools {
-            let Some(name) = entry.get("name").and_then(Value::as_str) else {
-                continue;
-            };
-            let id = ToolId::parse_public(name, separator);
-            let state = states
-                .entry(id.server.clone())
-                .or_insert_with(|| self.upstreams.state(&id.server));
-            if let Some(state) = state.as_ref().filter(|s| !s.is_ready()) {
-                entry["available"] = Value::Bool(false);
-                entry["server_state"] = Value::String(state.to_string());
+        match store
+            .call(session, tool, arguments, self.call_timeout)
+            .await
+        {
+            Ok(value) => json_result(value, false),
+            Err(e) => {
+                tracing::debug!(session, tool, error = %e, "large-output call refused");
+                json_result(serde_json::json!({ "error": e.to_string() }), true)
             }
         }
     }
 
     /// Sends `notifications/tools/list_changed` to one session.
     async fn notify(&self, session: &str) {
-        if self.preset() == CorePreset::Search {
+        if self.preset() == Preset::Search {
             return;
         }
         let peer = self
@@ -368,7 +374,7 @@ impl Gateway {
 
     /// After a catalog change: notifies the sessions whose tool list is now different.
     async fn notify_changed_sessions(&self) {
-        if self.preset() == CorePreset::Search {
+        if self.preset() == Preset::Search {
             return;
         }
         let candidates: Vec<(String, Vec<String>)> = self
@@ -446,21 +452,6 @@ async fn follow_upstreams(
             Err(RecvError::Closed) => return,
         }
     }
-}
-
-/// `call_tool(name = <a large-output tool>, arguments)`: the inner name and arguments.
-fn arguments_of_wrapped_offload_call<'a>(
-    name: &str,
-    arguments: &'a Value,
-) -> Option<(&'a str, Value)> {
-    if name != toolsearch_core::disclosure::CALL_TOOL {
-        return None;
-    }
-    let inner = arguments.get("name")?.as_str()?;
-    offload::is_offload_tool(inner).then(|| {
-        let args = arguments.get("arguments").cloned().unwrap_or(Value::Null);
-        (inner, args)
-    })
 }
 
 /// A JSON value as a tool result: compact text (what models read) plus the same structure.

@@ -15,12 +15,13 @@ pub mod error;
 pub mod gateway;
 pub mod offload;
 pub mod rest;
+mod state;
 pub mod supervisor;
 pub mod upstream;
 
 pub use config::{
-    CategoryDef, ConfigError, GatewayConfig, OffloadConfig, Preset, RestConfig, ServerConfig,
-    ToolSearchConfig, Transport,
+    ConfigError, GatewayConfig, OffloadConfig, RestConfig, ServerConfig, ToolSearchConfig,
+    Transport,
 };
 pub use downstream::{GatewayService, MCP_PATH};
 pub use error::{GatewayError, Result};

@@ -17,62 +17,12 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use toolsearch_core::{DeferPolicy, Tool};
+use toolsearch_core::{CatalogPolicy, Tool, ToolId};
 
-use crate::config::{GatewayConfig, ServerConfig, SupervisorConfig, ToolSearchConfig, Transport};
+use crate::config::{GatewayConfig, ServerConfig, SupervisorConfig, Transport};
 use crate::error::{GatewayError, Result};
+pub use crate::state::ServerState;
 use crate::upstream::{self, Connection, Signal};
-
-/// Where an upstream server is in its life.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ServerState {
-    /// Being started or connected; `attempt` counts from 1 since it was last ready.
-    Starting { attempt: u32 },
-    /// Connected, tools fetched, taking calls.
-    Ready,
-    /// Down; the next start comes after `retry_in`.
-    Restarting {
-        attempt: u32,
-        last_error: String,
-        retry_in: Duration,
-    },
-    /// Given up after `attempts` failed starts (supervisor.maxRestarts); restart it by hand.
-    Failed { attempts: u32, last_error: String },
-    /// Shut down with the gateway.
-    Stopped,
-}
-
-impl ServerState {
-    pub fn is_ready(&self) -> bool {
-        matches!(self, ServerState::Ready)
-    }
-}
-
-impl fmt::Display for ServerState {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ServerState::Starting { attempt } => write!(f, "starting, attempt {attempt}"),
-            ServerState::Ready => f.write_str("ready"),
-            ServerState::Restarting {
-                attempt,
-                last_error,
-                retry_in,
-            } => write!(
-                f,
-                "restarting after failure {attempt}, next try in {:.1}s; last error: {last_error}",
-                retry_in.as_secs_f64()
-            ),
-            ServerState::Failed {
-                attempts,
-                last_error,
-            } => write!(
-                f,
-                "failed, gave up after {attempts} attempts; last error: {last_error}"
-            ),
-            ServerState::Stopped => f.write_str("stopped"),
-        }
-    }
-}
 
 /// What changed upstream.
 #[derive(Debug, Clone, PartialEq)]
@@ -99,18 +49,18 @@ pub struct SupervisorOptions {
 
 impl Default for SupervisorOptions {
     fn default() -> Self {
-        Self::from_config(&SupervisorConfig::default(), &ToolSearchConfig::default())
+        Self::from_config(&SupervisorConfig::default(), Duration::from_secs(60))
     }
 }
 
 impl SupervisorOptions {
-    pub fn from_config(sup: &SupervisorConfig, ts: &ToolSearchConfig) -> Self {
+    pub fn from_config(sup: &SupervisorConfig, call_timeout: Duration) -> Self {
         Self {
             initial_backoff: Duration::from_millis(sup.initial_backoff_ms),
             max_backoff: Duration::from_millis(sup.max_backoff_ms),
             max_restarts: sup.max_restarts,
             startup_timeout: Duration::from_secs(sup.startup_timeout_secs),
-            call_timeout: ts.call_timeout(),
+            call_timeout,
         }
     }
 
@@ -154,7 +104,8 @@ fn write<T>(lock: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
 struct Inner {
     slots: Vec<Arc<Slot>>,
     events: broadcast::Sender<UpstreamEvent>,
-    tool_search: ToolSearchConfig,
+    /// Only for refusing calls to tools the policy does not select; tools are published raw.
+    policy: CatalogPolicy,
     options: SupervisorOptions,
     shutdown: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
@@ -184,19 +135,10 @@ impl Inner {
     }
 
     fn publish_tools(&self, slot: &Slot, raw: Vec<rmcp::model::Tool>) {
-        let ts = &self.tool_search;
+        // Published as the server lists them: the engine applies the catalog policy on entry.
         let tools: Vec<Tool> = raw
             .iter()
-            .filter(|t| ts.tool_selected(&slot.name, &t.name))
-            .map(|t| {
-                let mut tool = upstream::to_core_tool(&slot.name, t);
-                tool.category = ts.categories.get(&slot.name).cloned();
-                tool.tags = ts.tags.get(&slot.name).cloned().unwrap_or_default();
-                if ts.is_never_defer(&slot.name, &tool.name) {
-                    tool.defer = DeferPolicy::Never;
-                }
-                tool
-            })
+            .map(|t| upstream::to_core_tool(&slot.name, t))
             .collect();
         tracing::info!(target: "upstream", server = %slot.name, tools = tools.len(), listed = raw.len(), "tools fetched");
         *write(&slot.raw_tools) = raw;
@@ -239,15 +181,15 @@ impl UpstreamManager {
             .collect();
         Self::start_with(
             servers,
-            config.tool_search.clone(),
-            SupervisorOptions::from_config(&config.supervisor, &config.tool_search),
+            config.catalog_policy(),
+            SupervisorOptions::from_config(&config.supervisor, config.tool_search.call_timeout()),
         )
     }
 
     /// Like [`start`](Self::start), with the servers and timings given directly.
     pub fn start_with(
         servers: Vec<(String, ServerConfig)>,
-        tool_search: ToolSearchConfig,
+        policy: CatalogPolicy,
         options: SupervisorOptions,
     ) -> Self {
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
@@ -270,7 +212,7 @@ impl UpstreamManager {
         let inner = Arc::new(Inner {
             slots,
             events,
-            tool_search,
+            policy,
             options,
             shutdown: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
@@ -432,7 +374,7 @@ impl UpstreamManager {
         timeout: Duration,
     ) -> Result<CallToolResult> {
         let slot = self.slot(server)?;
-        if !self.inner.tool_search.tool_selected(server, tool) {
+        if !self.inner.policy.tool_selected(&ToolId::new(server, tool)) {
             return Err(GatewayError::ToolNotSelected {
                 server: server.to_string(),
                 tool: tool.to_string(),

@@ -59,19 +59,31 @@ callTimeoutSecs = 30
     wait_ready(&manager, "everything").await;
     wait_ready(&manager, "paged").await;
 
-    let everything = manager.server_tools("everything").unwrap();
+    // The supervisor publishes tools as listed; the engine applies the config's policy on entry.
+    assert!(manager.server_tools("everything").unwrap().len() > 1);
+    let mut engine = toolsearch_core::SearchEngine::with_policy(
+        toolsearch_core::SearchConfig::default(),
+        config.catalog_policy(),
+    )
+    .unwrap();
+    for server in manager.servers() {
+        engine
+            .replace_server(&server, manager.server_tools(&server).unwrap())
+            .unwrap();
+    }
+    let everything = engine.catalog().server_tools("everything").to_vec();
     assert_eq!(everything.len(), 1, "only echo is selected");
     assert_eq!(everything[0].name, "echo");
     assert_eq!(everything[0].category.as_deref(), Some("testing"));
     assert_eq!(everything[0].defer, DeferPolicy::Never);
     assert!(manager.raw_tools("everything").unwrap().len() > 1);
 
-    let paged = manager.server_tools("paged").unwrap();
+    let paged = engine.catalog().server_tools("paged").to_vec();
     assert_eq!(paged.len(), 5);
     assert!(paged.iter().all(|t| t.name.starts_with("tool_")));
     assert!(paged.iter().all(|t| t.tags == ["paging", "python"]));
     assert!(paged.iter().all(|t| t.defer == DeferPolicy::Automatic));
-    assert_eq!(manager.tools().len(), 6);
+    assert_eq!(engine.catalog().len(), 6);
 
     let err = manager
         .call("everything", "get-sum", None, CancellationToken::new())

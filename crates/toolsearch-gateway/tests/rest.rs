@@ -6,7 +6,7 @@ use std::sync::{Arc, RwLock};
 
 use reqwest::{Client, Method, StatusCode};
 use serde_json::{json, Value};
-use toolsearch_core::{SearchEngine, Tool};
+use toolsearch_core::{SearchConfig, SearchEngine, Tool};
 use toolsearch_gateway::config::{Format, GatewayConfig};
 use toolsearch_gateway::rest::{self, ApiTokens, RestState, SharedEngine};
 
@@ -83,10 +83,10 @@ impl Server {
         // reqwest is built without a default TLS provider; plain HTTP still needs one installed.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let config = GatewayConfig::parse(CONFIG, Format::Toml, "test.toml").unwrap();
-        let engine: SharedEngine =
-            Arc::new(RwLock::new(SearchEngine::from_tools(tools()).unwrap()));
+        let engine: SharedEngine = Arc::new(RwLock::new(
+            SearchEngine::build(tools(), SearchConfig::default(), config.catalog_policy()).unwrap(),
+        ));
         let state = RestState::new(engine.clone())
-            .with_categories(rest::Categories::from_config(&config))
             .with_max_body_bytes(config.rest.max_body_bytes)
             .with_tokens(ApiTokens::new(tokens).unwrap());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -145,28 +145,22 @@ fn names(body: &Value) -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .map(|hit| hit["tool"]["name"].as_str().unwrap().to_string())
+        .map(|hit| hit["name"].as_str().unwrap().to_string())
         .collect()
 }
 
 #[tokio::test]
-async fn search_by_query_returns_public_names_scores_and_category_counts() {
+async fn search_by_query_returns_the_search_contract() {
     let server = Server::start(&[TOKEN]).await;
     let (status, body) = server.search(json!({"query": "read file"})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let first = &body["tools"][0];
-    assert_eq!(first["tool"]["name"], "filesystem___read_file");
-    assert_eq!(first["tool"]["server"], "filesystem");
-    assert_eq!(first["tool"]["category"], "Files");
-    assert_eq!(first["tool"]["tags"], json!(["io"]));
-    assert_eq!(
-        first["tool"]["inputSchema"]["properties"]["path"]["type"],
-        "string"
-    );
-    assert!(first["tool"]["description"]
-        .as_str()
-        .unwrap()
-        .contains("contents"));
+    assert_eq!(first["name"], "filesystem___read_file");
+    assert_eq!(first["server"], "filesystem");
+    assert_eq!(first["category"], "Files");
+    assert_eq!(first["tags"], json!(["io"]));
+    assert_eq!(first["inputSchema"]["properties"]["path"]["type"], "string");
+    assert!(first["description"].as_str().unwrap().contains("contents"));
     let score = first["score"].as_f64().unwrap();
     assert!(score > 0.0 && score <= 1.0, "{score}");
     let matched: Vec<&str> = first["matchedOn"]
@@ -177,19 +171,15 @@ async fn search_by_query_returns_public_names_scores_and_category_counts() {
         .collect();
     assert!(matched.contains(&"name"), "{matched:?}");
     assert!(body["totalMatches"].as_u64().unwrap() >= 1);
-    let facet = body["categories"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == "Files")
-        .unwrap_or_else(|| panic!("{body}"));
-    assert_eq!(facet["name"], "Files");
-    assert!(facet["toolCount"].as_u64().unwrap() >= 1);
+    assert_eq!(body["query"], "read file");
+    assert_eq!(body["mode"], "keyword");
+    assert_eq!(body["offset"], 0);
+    assert_eq!(body["returned"], body["tools"].as_array().unwrap().len());
 
     // Config categories override the tools' own.
     let (_, body) = server.search(json!({"query": "create_issue"})).await;
-    assert_eq!(body["tools"][0]["tool"]["name"], "github___create_issue");
-    assert_eq!(body["tools"][0]["tool"]["category"], "code");
+    assert_eq!(body["tools"][0]["name"], "github___create_issue");
+    assert_eq!(body["tools"][0]["category"], "code");
     assert_eq!(body["tools"][0]["score"], 1.0);
 }
 
@@ -203,10 +193,7 @@ async fn search_by_category_or_tags_alone_lists_matching_tools() {
         ["github___create_issue", "github___list_pull_requests"]
     );
     assert_eq!(body["totalMatches"], 2);
-    assert_eq!(
-        body["categories"],
-        json!([{"id": "code", "name": "Code hosting", "toolCount": 2}])
-    );
+    assert!(body.get("nextOffset").is_none(), "{body}");
 
     // By display name, any case; combined with a query.
     let (_, body) = server
@@ -224,19 +211,20 @@ async fn search_by_category_or_tags_alone_lists_matching_tools() {
         .await;
     assert_eq!(names(&body), ["filesystem___write_file"]);
 
-    // limit and offset page through the matches; totalMatches and counts cover all of them.
+    // limit and offset page through the matches; totalMatches covers all of them and nextOffset
+    // says where the next page starts.
     let (_, body) = server
         .search(json!({"tags": ["io", "chat"], "limit": 1, "offset": 1}))
         .await;
     assert_eq!(names(&body).len(), 1);
     assert_eq!(body["totalMatches"], 3);
-    let counted: u64 = body["categories"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["toolCount"].as_u64().unwrap())
-        .sum();
-    assert_eq!(counted, 3);
+    assert_eq!(body["returned"], 1);
+    assert_eq!(body["offset"], 1);
+    assert_eq!(body["nextOffset"], 2);
+    let (_, body) = server
+        .search(json!({"tags": ["io", "chat"], "limit": 1, "offset": 2}))
+        .await;
+    assert!(body.get("nextOffset").is_none(), "{body}");
 }
 
 #[tokio::test]
@@ -254,11 +242,16 @@ async fn search_modes_and_misses() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(names(&body), ["weather___get_forecast"]);
 
-    // Nothing matched: every category is offered so the caller can refine.
+    // Nothing matched: the result says so and offers what to refine with.
     let (status, body) = server.search(json!({"query": "zzzqqq xxyyzz"})).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["totalMatches"], 0);
-    assert!(body["categories"].as_array().unwrap().len() >= 4, "{body}");
+    assert!(body["message"]
+        .as_str()
+        .unwrap()
+        .contains("No tool matched"));
+    assert_eq!(body["fallback"]["kind"], "names", "{body}");
+    assert_eq!(body["fallback"]["names"].as_array().unwrap().len(), 6);
 }
 
 #[tokio::test]
@@ -298,11 +291,11 @@ async fn search_input_errors_are_400_with_a_reason() {
     let (status, body) = server.search(json!({"query": "x", "mode": "fuzzy"})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(
-        error_of(&body).1.contains("keyword, regex or exact"),
+        error_of(&body).1.contains("`keyword`, `regex`, `exact`"),
         "{body}"
     );
 
-    for limit in [0, 101] {
+    for limit in [0, 51] {
         let (status, body) = server
             .search(json!({"query": "file", "limit": limit}))
             .await;
@@ -310,11 +303,11 @@ async fn search_input_errors_are_400_with_a_reason() {
         let (code, message) = error_of(&body);
         assert_eq!(code, "out_of_range");
         assert!(
-            message.contains("limit") && message.contains("100"),
+            message.contains("limit") && message.contains("50"),
             "{message}"
         );
     }
-    let (status, _) = server.search(json!({"query": "file", "limit": 100})).await;
+    let (status, _) = server.search(json!({"query": "file", "limit": 50})).await;
     assert_eq!(status, StatusCode::OK);
 
     let (status, body) = server
@@ -361,8 +354,8 @@ async fn list_categories_merges_config_and_tool_categories() {
             {"id": "code", "name": "Code hosting", "description": "Repositories, issues and pull requests", "toolCount": 2},
             {"id": "chat", "name": "Chat", "description": "Messaging", "toolCount": 1},
             {"id": "empty", "name": "empty", "description": "Nothing yet", "toolCount": 0},
-            {"id": "Files", "name": "Files", "description": "", "toolCount": 2},
-            {"id": "Weather", "name": "Weather", "description": "", "toolCount": 1}
+            {"id": "Files", "name": "Files", "toolCount": 2},
+            {"id": "Weather", "name": "Weather", "toolCount": 1}
         ]})
     );
 

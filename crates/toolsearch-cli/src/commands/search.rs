@@ -1,9 +1,9 @@
 use crate::catalog_file::load_engine;
 use anyhow::Result;
 use clap::Args;
-use serde_json::json;
 use std::path::PathBuf;
-use toolsearch_core::{Filters, NamePattern, SearchMode, SearchRequest, SearchResponse};
+use toolsearch_core::contract::{self, SearchArgs as Search, SearchOptions, SearchResults};
+use toolsearch_core::{Fallback, NamePattern, OneOrMany, SearchMode};
 
 #[derive(Args)]
 pub struct SearchArgs {
@@ -16,8 +16,8 @@ pub struct SearchArgs {
     /// keyword (default), regex or exact.
     #[arg(long, default_value = "keyword")]
     mode: String,
-    /// Maximum number of results.
-    #[arg(long, default_value_t = 10)]
+    /// Maximum number of results (at most 50).
+    #[arg(long, default_value_t = contract::DEFAULT_LIMIT)]
     limit: usize,
     /// Skip this many results (pagination).
     #[arg(long, default_value_t = 0)]
@@ -37,7 +37,7 @@ pub struct SearchArgs {
     /// Drop results whose normalised score (0..1) is below this.
     #[arg(long)]
     threshold: Option<f32>,
-    /// Drop results below this fraction of the best score.
+    /// Drop results below this fraction of the best score (default 0.5; 0 keeps every match).
     #[arg(long)]
     top_band: Option<f32>,
     /// Print JSON instead of a table.
@@ -51,72 +51,51 @@ pub struct SearchArgs {
 pub fn run(args: SearchArgs) -> Result<()> {
     let mode: SearchMode = args.mode.parse()?;
     let engine = load_engine(&args.catalog, args.format.as_deref())?;
-    let mut request = SearchRequest::new(args.query)
-        .mode(mode)
-        .limit(args.limit)
-        .offset(args.offset)
-        .filters(Filters {
-            servers: args.server,
-            categories: args.category,
-            tags: args.tag,
-            visible: None,
-            patterns: args
-                .patterns
-                .iter()
-                .map(|p| NamePattern::parse(p))
-                .collect(),
-        });
-    request.threshold = args.threshold;
-    request.top_band = args.top_band;
-    let response = engine.search(&request)?;
-    let separator = &engine.config().separator;
+    let search = Search {
+        query: args.query,
+        mode: Some(mode),
+        server: OneOrMany(args.server),
+        category: OneOrMany(args.category),
+        tags: OneOrMany(args.tag),
+        limit: Some(args.limit),
+        offset: Some(args.offset),
+    };
+    let defaults = SearchOptions::default();
+    let options = SearchOptions {
+        threshold: args.threshold,
+        top_band: args.top_band.or(defaults.top_band),
+        patterns: args
+            .patterns
+            .iter()
+            .map(|p| NamePattern::parse(p))
+            .collect(),
+        ..defaults
+    };
+    let results = contract::search(&engine, &search, &options)?;
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&to_json(&response, separator))?
-        );
+        // The contract's JSON, byte for byte what the MCP meta-tools and the REST API write.
+        println!("{}", serde_json::to_string(&results)?);
     } else {
-        print_table(&response, separator);
+        print_table(&results);
     }
     Ok(())
 }
 
-fn to_json(response: &SearchResponse, separator: &str) -> serde_json::Value {
-    json!({
-        "query": response.query,
-        "mode": response.mode,
-        "total_matches": response.total_matches,
-        "fallback": response.fallback,
-        "tools": response.tools.iter().map(|hit| json!({
-            "name": hit.tool.public_name(separator),
-            "server": hit.tool.server,
-            "description": hit.tool.description,
-            "score": round(hit.score),
-            "matched_on": hit.matched_on,
-            "input_schema": hit.tool.input_schema.to_value(),
-        })).collect::<Vec<_>>(),
-    })
-}
-
-fn round(score: f32) -> f64 {
-    (f64::from(score) * 10_000.0).round() / 10_000.0
-}
-
-fn print_table(response: &SearchResponse, separator: &str) {
-    if response.tools.is_empty() {
-        println!("no tools match {:?}", response.query);
-        match &response.fallback {
-            Some(toolsearch_core::Fallback::Names { names }) => {
+fn print_table(results: &SearchResults) {
+    if results.tools.is_empty() {
+        println!("no tools match {:?}", results.query);
+        match &results.fallback {
+            Some(Fallback::Names { names }) => {
                 println!("the catalog has: {}", names.join(", "));
             }
-            Some(toolsearch_core::Fallback::Categories { categories }) => {
+            Some(Fallback::Categories { categories }) => {
                 let list: Vec<String> = categories
                     .iter()
                     .map(|c| format!("{} ({})", c.name, c.count))
                     .collect();
                 println!("categories: {}", list.join(", "));
             }
-            Some(toolsearch_core::Fallback::Servers { servers }) => {
+            Some(Fallback::Servers { servers }) => {
                 let list: Vec<String> = servers
                     .iter()
                     .map(|c| format!("{} ({})", c.name, c.count))
@@ -127,14 +106,10 @@ fn print_table(response: &SearchResponse, separator: &str) {
         }
         return;
     }
-    let names: Vec<String> = response
+    let width = results
         .tools
         .iter()
-        .map(|h| h.tool.public_name(separator))
-        .collect();
-    let width = names
-        .iter()
-        .map(|n| n.chars().count())
+        .map(|t| t.name.chars().count())
         .max()
         .unwrap_or(4)
         .clamp(4, 48);
@@ -142,22 +117,18 @@ fn print_table(response: &SearchResponse, separator: &str) {
         "{:>3}  {:>6}  {:<width$}  {:<24}  DESCRIPTION",
         "#", "SCORE", "NAME", "MATCHED ON"
     );
-    for (i, (hit, name)) in response.tools.iter().zip(&names).enumerate() {
-        let matched: Vec<&str> = hit.matched_on.iter().map(|m| m.field).collect();
+    for (i, tool) in results.tools.iter().enumerate() {
+        let matched: Vec<&str> = tool.matched_on.iter().map(|m| m.field).collect();
         println!(
             "{:>3}  {:>6.3}  {:<width$}  {:<24}  {}",
-            i + 1,
-            hit.score,
-            truncate(name, width),
+            results.offset + i + 1,
+            tool.score,
+            truncate(&tool.name, width),
             truncate(&matched.join(","), 24),
-            truncate(hit.tool.description.lines().next().unwrap_or_default(), 80)
+            truncate(tool.description.lines().next().unwrap_or_default(), 80)
         );
     }
-    println!(
-        "{} of {} matches",
-        response.tools.len(),
-        response.total_matches
-    );
+    println!("{} of {} matches", results.returned, results.total_matches);
 }
 
 fn truncate(text: &str, max: usize) -> String {

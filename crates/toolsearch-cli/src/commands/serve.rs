@@ -2,7 +2,7 @@
 //! `--stdio` or `--http ADDR` with the REST API beside `/mcp`), or the REST API alone over a catalog
 //! file (`--rest-only`).
 
-use crate::catalog_file::load_engine;
+use crate::catalog_file::load_engine_with;
 use crate::BadInput;
 use anyhow::{Context, Result};
 use clap::Args;
@@ -10,7 +10,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
-use toolsearch_core::SearchEngine;
 use toolsearch_gateway::config::GatewayConfig;
 use toolsearch_gateway::downstream;
 use toolsearch_gateway::rest::{self, RestState};
@@ -141,7 +140,8 @@ async fn serve_gateway_http(
     tool_count: usize,
 ) -> Result<()> {
     let state = RestState::from_config(gateway.engine().clone(), config)
-        .map_err(|e| BadInput(e.to_string()))?;
+        .map_err(|e| BadInput(e.to_string()))?
+        .with_server_status(gateway.server_status());
     let addr = match args.http {
         Some(addr) => addr,
         None => DEFAULT_GATEWAY_HTTP.parse()?,
@@ -186,7 +186,12 @@ async fn rest_only(args: ServeArgs) -> Result<()> {
         .catalog
         .as_deref()
         .ok_or_else(|| BadInput("--rest-only needs --catalog FILE".into()))?;
-    let engine = with_config(load_engine(catalog, args.format.as_deref())?, &config)?;
+    let engine = load_engine_with(
+        catalog,
+        args.format.as_deref(),
+        toolsearch_gateway::gateway::search_config(&config),
+        config.catalog_policy(),
+    )?;
     let tool_count = engine.catalog().len();
     let state = RestState::from_config(Arc::new(RwLock::new(engine)), &config)
         .map_err(|e| BadInput(e.to_string()))?;
@@ -215,23 +220,6 @@ async fn rest_only(args: ServeArgs) -> Result<()> {
         .context("the REST server failed")?;
     tracing::info!("REST server stopped");
     Ok(())
-}
-
-/// The engine settings the config carries: the public-name separator and the score threshold.
-fn with_config(engine: SearchEngine, config: &GatewayConfig) -> Result<SearchEngine> {
-    let ts = &config.tool_search;
-    let mut search = engine.config().clone();
-    search.separator = ts.separator.clone();
-    if let Some(threshold) = ts.search_threshold {
-        search.threshold = threshold as f32;
-    }
-    if &search == engine.config() {
-        return Ok(engine);
-    }
-    Ok(SearchEngine::from_catalog(
-        engine.catalog().clone(),
-        search,
-    )?)
 }
 
 /// Ctrl-C, or SIGTERM on Unix.

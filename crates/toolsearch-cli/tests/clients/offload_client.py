@@ -173,9 +173,16 @@ async def main():
     print(json.dumps(out))
 
 
+def leaf_errors(error):
+    """The innermost errors of an exception group (a TaskGroup wraps the one that matters)."""
+    if isinstance(error, BaseExceptionGroup):
+        return [leaf for inner in error.exceptions for leaf in leaf_errors(inner)]
+    return [f"{type(error).__name__}: {error}"]
+
+
 if __name__ == "__main__":
     try:
         asyncio.run(asyncio.wait_for(main(), GUARD_SECONDS))
     except Exception as e:  # reported as JSON so the Rust test shows why
-        print(json.dumps({"fatal": f"{type(e).__name__}: {e}"}))
+        print(json.dumps({"fatal": f"{type(e).__name__}: {e}", "causes": leaf_errors(e)}))
         sys.exit(1)

@@ -21,6 +21,7 @@ pub use meta::{
     SEARCH_AVAILABLE_TOOLS, SEARCH_TOOLS, SHOW_ALL_TOOLS, TOOL_SEARCH,
 };
 
+pub use crate::contract::ServerStatus;
 use crate::contract::{self, CategoryArgs, SearchArgs, SearchOptions, SearchResults};
 use crate::error::{Error, Result};
 use crate::search::SearchEngine;
@@ -31,13 +32,6 @@ use serde_json::{json, Map, Value};
 use session::{Session, SessionStore};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
-
-/// Tells which servers cannot take calls right now, so that results can say so. The gateway
-/// implements it over its upstreams; a library user without servers needs none.
-pub trait ServerStatus: Send + Sync {
-    /// The server's state when it is not ready (`restarting in 4s: ...`), `None` when it is.
-    fn unavailable(&self, server: &str) -> Option<String>;
-}
 
 /// A tool served beside the meta-tools by whoever embeds the disclosure (the gateway's
 /// large-output tools), as numbered by [`Disclosure::serve`].
@@ -434,7 +428,9 @@ impl Disclosure {
                 self.tool_search(session_id, parse_arguments(name, arguments)?, engine)
             }
             MetaTool::SearchTools => self.search_tools(&parse_arguments(name, arguments)?, engine),
-            MetaTool::AddTool => self.add_tool(session_id, parse_arguments(name, arguments)?, engine),
+            MetaTool::AddTool => {
+                self.add_tool(session_id, parse_arguments(name, arguments)?, engine)
+            }
             MetaTool::ShowAllTools => {
                 Ok(self.show_all_tools(&parse_arguments(name, arguments)?, engine))
             }
@@ -452,7 +448,10 @@ impl Disclosure {
                 self.mark_unavailable(&mut listed.tools);
                 Ok(unchanged(to_json(&listed)))
             }
-            MetaTool::CallTool => Err(Error::ExecutorRequired),
+            MetaTool::CallTool => {
+                parse_arguments::<CallToolArgs>(name, arguments)?;
+                Err(Error::ExecutorRequired)
+            }
         }
     }
 
@@ -587,14 +586,8 @@ impl Disclosure {
     }
 
     fn mark_unavailable(&self, tools: &mut [contract::ToolMatch]) {
-        let Some(status) = &self.status else {
-            return;
-        };
-        for tool in tools {
-            if let Some(state) = status.unavailable(&tool.server) {
-                tool.available = Some(false);
-                tool.server_state = Some(state);
-            }
+        if let Some(status) = &self.status {
+            contract::mark_unavailable(tools, status.as_ref());
         }
     }
 
@@ -673,7 +666,10 @@ impl Disclosure {
                 }
             }
         }
-        let requested: Vec<String> = ids.iter().map(|id| engine.naming().public_name(id)).collect();
+        let requested: Vec<String> = ids
+            .iter()
+            .map(|id| engine.naming().public_name(id))
+            .collect();
         let added = self.reveal(session_id, ids, engine);
         let already_available: Vec<String> = requested
             .into_iter()

@@ -44,10 +44,7 @@ impl Filters {
                 .as_ref()
                 .is_none_or(|v| v.contains(&ToolId::new(tool.server.clone(), tool.name.clone())))
             && (self.patterns.is_empty()
-                || self
-                    .patterns
-                    .iter()
-                    .any(|p| p.matches(&tool.id(), naming)))
+                || self.patterns.iter().any(|p| p.matches(&tool.id(), naming)))
     }
 }
 

@@ -29,7 +29,6 @@ use tantivy::{
     TantivyDocument, Term, TERMINATED,
 };
 
-
 /// One posting list to read for a scoring term: a field in stemmed or raw form, a term, a weight.
 #[derive(Debug, Clone)]
 pub struct Source<'a> {
@@ -286,7 +285,6 @@ impl ToolIndex {
     pub fn len(&self) -> usize {
         self.live
     }
-
 
     /// One past the highest slot number: the size of a dense per-slot array.
     pub fn slot_count(&self) -> usize {

@@ -3,8 +3,8 @@
 use super::analyzer::{is_request_filler, is_stopword, split_words, Token};
 use super::config::SearchConfig;
 use super::explain::{Form, QueryTerm};
-use super::fuzzy;
 use super::field::Field;
+use super::fuzzy;
 use super::index::{Hits, Source, ToolIndex};
 use super::query::{FieldScope, Query};
 use crate::error::Result;

@@ -33,6 +33,7 @@ use std::time::Instant;
 #[serde(rename_all = "lowercase")]
 pub enum SearchMode {
     #[default]
+    #[serde(alias = "bm25")]
     Keyword,
     Regex,
     Exact,
@@ -200,6 +201,31 @@ impl SearchEngine {
             index,
             config,
             policy: CatalogPolicy::default(),
+        })
+    }
+
+    /// An engine over `tools` of any servers, each server's tools entering through `policy`.
+    pub fn build(
+        tools: impl IntoIterator<Item = Tool>,
+        config: SearchConfig,
+        policy: CatalogPolicy,
+    ) -> Result<Self> {
+        let mut grouped: std::collections::BTreeMap<String, Vec<Tool>> = Default::default();
+        for tool in tools {
+            grouped.entry(tool.server.clone()).or_default().push(tool);
+        }
+        let catalog = Catalog::from_tools(
+            grouped
+                .into_iter()
+                .flat_map(|(server, tools)| policy.apply(&server, tools)),
+        )?;
+        let mut index = ToolIndex::new()?;
+        index.rebuild(catalog.tools())?;
+        Ok(Self {
+            catalog,
+            index,
+            config,
+            policy,
         })
     }
 
@@ -493,10 +519,7 @@ impl SearchEngine {
             .collect();
         let max = self.config.fallback_names_max;
         if tools.len() <= max {
-            let mut names: Vec<String> = tools
-                .iter()
-                .map(|t| self.naming().tool_name(t))
-                .collect();
+            let mut names: Vec<String> = tools.iter().map(|t| self.naming().tool_name(t)).collect();
             names.sort();
             return Fallback::Names { names };
         }
@@ -520,10 +543,7 @@ impl SearchEngine {
         if servers.len() > 1 {
             return Fallback::Servers { servers };
         }
-        let mut names: Vec<String> = tools
-            .iter()
-            .map(|t| self.naming().tool_name(t))
-            .collect();
+        let mut names: Vec<String> = tools.iter().map(|t| self.naming().tool_name(t)).collect();
         names.sort();
         names.truncate(max);
         Fallback::Names { names }

@@ -157,6 +157,12 @@ pub fn tools() -> Vec<Tool> {
     ]
 }
 
+/// The test catalog entered through `policy` (never-defer, pinned, always-visible categories).
+#[allow(dead_code)]
+pub fn engine_with(policy: toolsearch_core::CatalogPolicy) -> SearchEngine {
+    SearchEngine::build(tools(), toolsearch_core::SearchConfig::default(), policy).unwrap()
+}
+
 pub fn engine() -> SearchEngine {
     SearchEngine::from_tools(tools()).unwrap()
 }

@@ -118,6 +118,12 @@ impl ApiError {
 
 impl From<toolsearch_core::Error> for ApiError {
     fn from(e: toolsearch_core::Error) -> Self {
+        if let toolsearch_core::Error::UnknownCategory { name, known } = e {
+            return ApiError::UnknownCategory {
+                category: name,
+                known,
+            };
+        }
         if e.is_bad_input() {
             ApiError::BadQuery(e.to_string())
         } else {

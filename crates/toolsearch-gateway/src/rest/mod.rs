@@ -7,7 +7,6 @@
 //! reveals nothing of the catalog.
 
 mod auth;
-mod categories;
 mod error;
 mod extract;
 mod handlers;
@@ -22,13 +21,13 @@ use axum::http::Method;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post, MethodRouter};
 use axum::{middleware, Json, Router};
+use toolsearch_core::contract::ServerStatus;
 use toolsearch_core::SearchEngine;
 
 pub use auth::{ApiTokens, TOKENS_ENV};
-pub use categories::{Categories, CategoryInfo};
 pub use error::ApiError;
-pub use handlers::{DEFAULT_LIMIT, MAX_LIMIT};
 pub use openapi::document as openapi_document;
+pub use toolsearch_core::contract::{DEFAULT_LIMIT, MAX_LIMIT};
 
 use crate::config::GatewayConfig;
 use crate::error::GatewayError;
@@ -50,35 +49,46 @@ pub const ROUTES: [(&str, &str); 4] = [
 ];
 
 /// What the handlers share. Cheap to clone.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct RestState {
     pub(crate) engine: SharedEngine,
-    pub(crate) categories: Arc<Categories>,
+    /// Marks results whose server is down, when the API serves a gateway's upstreams.
+    pub(crate) status: Option<Arc<dyn ServerStatus>>,
     pub(crate) tokens: Arc<ApiTokens>,
     pub(crate) max_body_bytes: usize,
 }
 
+impl std::fmt::Debug for RestState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RestState")
+            .field("tokens", &self.tokens)
+            .field("max_body_bytes", &self.max_body_bytes)
+            .finish_non_exhaustive()
+    }
+}
+
 impl RestState {
-    /// An open API (no tokens) over `engine`, with the tools' own categories and the default limits.
+    /// An open API (no tokens) over `engine`, with the default limits. Categories, selection and
+    /// names are the engine's catalog policy.
     pub fn new(engine: SharedEngine) -> Self {
         Self {
             engine,
-            categories: Arc::new(Categories::from_tools_only()),
+            status: None,
             tokens: Arc::new(ApiTokens::none()),
             max_body_bytes: crate::config::RestConfig::default().max_body_bytes,
         }
     }
 
-    /// Categories, body limit and tokens from the config, plus tokens from `TOOLSEARCH_API_TOKENS`.
+    /// Body limit and tokens from the config, plus tokens from `TOOLSEARCH_API_TOKENS`.
     pub fn from_config(engine: SharedEngine, config: &GatewayConfig) -> Result<Self, GatewayError> {
         Ok(Self::new(engine)
-            .with_categories(Categories::from_config(config))
             .with_tokens(ApiTokens::from_config_and_env(&config.rest.api_tokens)?)
             .with_max_body_bytes(config.rest.max_body_bytes))
     }
 
-    pub fn with_categories(mut self, categories: Categories) -> Self {
-        self.categories = Arc::new(categories);
+    /// Search results will mark the tools of servers `status` reports down.
+    pub fn with_server_status(mut self, status: Arc<dyn ServerStatus>) -> Self {
+        self.status = Some(status);
         self
     }
 

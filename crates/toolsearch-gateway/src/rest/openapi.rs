@@ -1,10 +1,14 @@
-//! The OpenAPI 3.1 document of the API, written out by hand so it reads well; the tests check it
-//! against the live routes and the bodies they answer with.
+//! The OpenAPI 3.1 document of the API. Paths and prose are written here; the request and response
+//! schemas are derived from the search contract's types, the same the MCP meta-tools declare, so
+//! the document cannot drift from what the handlers read and write.
 
 use serde_json::{json, Value};
+use toolsearch_core::contract::{
+    CategoryArgs, CategoryList, CategoryTools, SearchArgs, SearchResults,
+};
+use toolsearch_core::{output_schema_for, schema_for};
 
 use super::error::ApiError;
-use super::handlers::{DEFAULT_LIMIT, MAX_LIMIT};
 use super::{LIST_CATEGORIES_PATH, OPENAPI_PATH, SEARCH_TOOLS_PATH, TOOLS_BY_CATEGORY_PATH};
 
 fn error_response(description: &str) -> Value {
@@ -62,7 +66,7 @@ pub fn document() -> Value {
             SEARCH_TOOLS_PATH: {"post": {
                 "operationId": "search_tools",
                 "summary": "Search tools by query, category and tags",
-                "description": "At least one of `query`, `category` or `tags` is required. An empty query with a category or tags lists the matching tools. `categories` counts the matches per category (over all matches, not just the returned page); when nothing matched it lists every category so the caller can refine.",
+                "description": "At least one of `query`, `server`, `category` or `tags` is required. An empty query with filters lists the matching tools. The result is the search contract the MCP `search_tools` meta-tool returns: `totalMatches`, `returned`, `nextOffset` when more exist, and when nothing matched a `fallback` with the nearest names, categories or servers.",
                 "requestBody": json_body("SearchToolsRequest", json!({"query": "create an issue", "limit": 5}), true),
                 "responses": common_errors(json!({
                     "200": ok("SearchToolsResponse", "Matches, best first"),
@@ -105,101 +109,12 @@ pub fn document() -> Value {
                 }
             },
             "schemas": {
-                "SearchToolsRequest": {
-                    "type": "object",
-                    "additionalProperties": false,
-                    "properties": {
-                        "query": {"type": "string", "description": "Keyword query (`a b` OR, `AND`, `\"phrase\"`, `pre*`, `field:term`), a regex, or an exact name, per `mode`"},
-                        "category": {"type": "string", "description": "Only tools of this category (id or name, any case)"},
-                        "tags": {"type": "array", "items": {"type": "string"}, "description": "Only tools with any of these tags"},
-                        "limit": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT},
-                        "offset": {"type": "integer", "minimum": 0, "default": 0, "description": "Skip this many matches (paging)"},
-                        "mode": {"type": "string", "enum": ["keyword", "regex", "exact"], "default": "keyword"}
-                    }
-                },
+                "SearchToolsRequest": schema_for::<SearchArgs>(),
                 "ListCategoriesRequest": {"type": "object", "additionalProperties": false, "properties": {}},
-                "ToolsByCategoryRequest": {
-                    "type": "object",
-                    "additionalProperties": false,
-                    "required": ["category"],
-                    "properties": {
-                        "category": {"type": "string", "description": "Category id or name, any case"},
-                        "limit": {"type": "integer", "minimum": 1, "description": "At most this many tools; all when absent"},
-                        "offset": {"type": "integer", "minimum": 0, "default": 0}
-                    }
-                },
-                "Tool": {
-                    "type": "object",
-                    "required": ["name", "description", "inputSchema", "category", "tags", "server"],
-                    "properties": {
-                        "name": {"type": "string", "description": "Public name, `server___tool`"},
-                        "description": {"type": "string"},
-                        "inputSchema": {"type": "object", "description": "The tool's JSON Schema"},
-                        "category": {"type": ["string", "null"], "description": "Category id"},
-                        "tags": {"type": "array", "items": {"type": "string"}},
-                        "server": {"type": "string"}
-                    }
-                },
-                "MatchedOn": {
-                    "type": "object",
-                    "required": ["field", "terms"],
-                    "properties": {
-                        "field": {"type": "string"},
-                        "terms": {"type": "array", "items": {"type": "string"}}
-                    }
-                },
-                "SearchHit": {
-                    "type": "object",
-                    "required": ["tool", "score", "matchedOn"],
-                    "properties": {
-                        "tool": {"$ref": "#/components/schemas/Tool"},
-                        "score": {"type": "number", "minimum": 0, "maximum": 1, "description": "Normalised; 1 for an exact-name match, 0 when listing without a query"},
-                        "matchedOn": {"type": "array", "items": {"$ref": "#/components/schemas/MatchedOn"}}
-                    }
-                },
-                "CategoryCount": {
-                    "type": "object",
-                    "required": ["id", "name", "toolCount"],
-                    "properties": {
-                        "id": {"type": "string"},
-                        "name": {"type": "string"},
-                        "toolCount": {"type": "integer", "minimum": 0}
-                    }
-                },
-                "Category": {
-                    "type": "object",
-                    "required": ["id", "name", "description", "toolCount"],
-                    "properties": {
-                        "id": {"type": "string"},
-                        "name": {"type": "string"},
-                        "description": {"type": "string"},
-                        "toolCount": {"type": "integer", "minimum": 0}
-                    }
-                },
-                "SearchToolsResponse": {
-                    "type": "object",
-                    "required": ["tools", "totalMatches", "categories"],
-                    "properties": {
-                        "tools": {"type": "array", "items": {"$ref": "#/components/schemas/SearchHit"}},
-                        "totalMatches": {"type": "integer", "minimum": 0},
-                        "categories": {"type": "array", "items": {"$ref": "#/components/schemas/CategoryCount"}}
-                    }
-                },
-                "ListCategoriesResponse": {
-                    "type": "object",
-                    "required": ["categories"],
-                    "properties": {
-                        "categories": {"type": "array", "items": {"$ref": "#/components/schemas/Category"}}
-                    }
-                },
-                "ToolsByCategoryResponse": {
-                    "type": "object",
-                    "required": ["category", "tools"],
-                    "properties": {
-                        "category": {"$ref": "#/components/schemas/Category"},
-                        "tools": {"type": "array", "items": {"$ref": "#/components/schemas/Tool"}}
-                    }
-                },
+                "ToolsByCategoryRequest": schema_for::<CategoryArgs>(),
+                "SearchToolsResponse": output_schema_for::<SearchResults>(),
+                "ListCategoriesResponse": output_schema_for::<CategoryList>(),
+                "ToolsByCategoryResponse": output_schema_for::<CategoryTools>(),
                 "Error": {
                     "type": "object",
                     "required": ["error"],

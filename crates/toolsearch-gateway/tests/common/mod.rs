@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use toolsearch_gateway::config::{ServerConfig, ToolSearchConfig};
+use toolsearch_core::CatalogPolicy;
+use toolsearch_gateway::config::ServerConfig;
 use toolsearch_gateway::{ServerState, SupervisorOptions, UpstreamManager};
 
 /// Upper bound on any single wait, only so that a broken test fails instead of hanging.
@@ -82,7 +83,7 @@ pub fn start(servers: Vec<(&str, ServerConfig)>, options: SupervisorOptions) -> 
             .into_iter()
             .map(|(n, s)| (n.to_string(), s))
             .collect(),
-        ToolSearchConfig::default(),
+        CatalogPolicy::default(),
         options,
     )
 }
