@@ -6,5 +6,6 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 bash scripts/install-test-peers.sh
 cargo fmt --all --check
+python3 scripts/check-module-cycles.py
 cargo clippy --workspace --all-targets --locked -- -D warnings
 cargo test --workspace --locked

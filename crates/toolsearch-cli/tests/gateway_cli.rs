@@ -4,16 +4,12 @@
 //! scripts/install-test-peers.sh.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use serde_json::{json, Value};
 
 mod peers;
-use peers::{everything_js, mcp_server_time, serve_http, toml_str, toolsearch, venv_python};
-
-fn client_script() -> String {
-    peers::client("mcp_client.py")
-}
+use peers::{everything_js, mcp_server_time, toml_str, toolsearch, Transport};
 
 fn scratch() -> PathBuf {
     peers::scratch("gateway-cli")
@@ -52,45 +48,9 @@ fn everything_plain() -> String {
     )
 }
 
-enum Transport {
-    Stdio,
-    Http,
-}
-
-/// Runs the Python client with `plan` against a gateway over `transport`; returns its JSON report.
+/// Runs the Python client with `plan` against a gateway over `transport`; returns its report.
 fn run_client(transport: Transport, config: &Path, plan: Value) -> Value {
-    let mut command = Command::new(venv_python());
-    command
-        .arg(client_script())
-        .arg("--plan")
-        .arg(plan.to_string());
-    let _gateway;
-    match transport {
-        Transport::Stdio => {
-            command
-                .arg("--stdio")
-                .arg(env!("CARGO_BIN_EXE_toolsearch"))
-                .args(["serve", "--stdio", "--config"])
-                .arg(config);
-        }
-        Transport::Http => {
-            let gateway = serve_http(config);
-            command.arg("--url").arg(&gateway.url);
-            _gateway = gateway;
-        }
-    }
-    command.env_remove("TOOLSEARCH_API_TOKENS");
-    let output = command.output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!("the client printed no JSON ({e}):\nstdout: {stdout}\nstderr: {stderr}")
-    });
-    assert!(
-        output.status.success() && report.get("fatal").is_none(),
-        "the client failed: {report}\nstderr: {stderr}"
-    );
-    report
+    peers::run_client("mcp_client.py", transport, config, &plan)
 }
 
 fn step(report: &Value, index: usize) -> &Value {

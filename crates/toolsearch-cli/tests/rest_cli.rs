@@ -1,20 +1,16 @@
 //! `toolsearch serve --rest-only` as a user runs it: the real binary on a free port, plain HTTP.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 
-use serde_json::{json, Value};
+use serde_json::json;
+
+mod peers;
+use peers::{http, toolsearch};
 
 fn catalog() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/catalog.json")
-}
-
-fn toolsearch() -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_toolsearch"));
-    command.env_remove("TOOLSEARCH_API_TOKENS");
-    command
 }
 
 /// The server process, killed when dropped.
@@ -65,36 +61,6 @@ fn serve_on(http_addr: &str, extra: &[&str], tokens: Option<&str>) -> Served {
     // Keep draining stderr so the server never blocks on a full pipe.
     std::thread::spawn(move || for _ in lines {});
     Served { child, addr }
-}
-
-/// One HTTP/1.1 request; returns the status and the body parsed as JSON.
-fn http(
-    addr: &str,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    body: Option<&str>,
-) -> (u16, Value) {
-    let mut stream = TcpStream::connect(addr).unwrap();
-    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    if let Some(token) = token {
-        head.push_str(&format!("Authorization: Bearer {token}\r\n"));
-    }
-    let body = body.unwrap_or("");
-    if !body.is_empty() {
-        head.push_str("Content-Type: application/json\r\n");
-    }
-    head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
-    stream.write_all(head.as_bytes()).unwrap();
-    stream.write_all(body.as_bytes()).unwrap();
-    let mut response = String::new();
-    stream.read_to_string(&mut response).unwrap();
-    let (head, body) = response.split_once("\r\n\r\n").unwrap();
-    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (
-        status,
-        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}")),
-    )
 }
 
 #[test]

@@ -8,6 +8,11 @@ PLAN_JSON is a list of steps, each run in order on one session:
     {"op": "call", "name": N, "arguments": {...}}  -> {"is_error": b, "text": "...", "json": ..., "structured": ...}
     {"op": "call_until_ok", "name": N, "arguments": {...}}
                                                    -> the first successful call (retried; hang guard only)
+    {"op": "call_checked", "name": N, "arguments": {...}}
+                                                   -> a call whose structured content is validated
+                                                      (jsonschema) against the tool's outputSchema:
+                                                      the call's summary plus {"output_schema": ...,
+                                                      "schema_errors": [...]}
     {"op": "wait_list_changed"}                    -> {"list_changed": count} once at least one arrived
     {"op": "list_changed"}                         -> {"list_changed": count} now (after a ping round trip)
     {"op": "kill_pidfile", "path": P}              -> {"killed": pid}
@@ -21,6 +26,8 @@ import json
 import os
 import signal
 import sys
+
+import jsonschema
 
 from mcp import Client, StdioServerParameters
 from mcp import types
@@ -74,6 +81,16 @@ async def run_step(client, recorder, step):
     if op == "call":
         result = await client.call_tool(step["name"], step.get("arguments", {}))
         return call_summary(result)
+    if op == "call_checked":
+        listed = await client.list_tools(cache_mode="refresh")
+        tool = next(t for t in listed.tools if t.name == step["name"])
+        schema = dump(tool).get("outputSchema")
+        result = await client.call_tool(step["name"], step.get("arguments", {}))
+        summary = call_summary(result)
+        summary["output_schema"] = schema
+        validator = jsonschema.Draft202012Validator(schema or {})
+        summary["schema_errors"] = [e.message for e in validator.iter_errors(result.structured_content)]
+        return summary
     if op == "call_until_ok":
         attempts = 0
         last = None

@@ -3,10 +3,13 @@
 // Each test binary uses its own subset of these.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use serde_json::Value;
 
 #[path = "../../../../tests/support/peers.rs"]
 mod peer_paths;
@@ -92,4 +95,106 @@ pub fn serve_http(config: &Path) -> Gateway {
         .map(|url| format!("http://{url}"))
         .expect("no address on the listening line");
     Gateway { child, url }
+}
+
+/// How a test's MCP client reaches the gateway.
+pub enum Transport {
+    /// The client starts `toolsearch serve --stdio` itself.
+    Stdio,
+    /// A gateway on a free HTTP port, for the client's run.
+    Http,
+}
+
+/// Runs the Python client `script` (under tests/clients/) with `plan` against a gateway over
+/// `transport`; returns its JSON report. Fails the test, with the client's output, when the
+/// client fails.
+pub fn run_client(script: &str, transport: Transport, config: &Path, plan: &Value) -> Value {
+    match transport {
+        Transport::Stdio => {
+            let mut command = client_command(script, plan);
+            command
+                .arg("--stdio")
+                .arg(env!("CARGO_BIN_EXE_toolsearch"))
+                .args(["serve", "--stdio", "--config"])
+                .arg(config);
+            finish_client(command)
+        }
+        Transport::Http => {
+            let gateway = serve_http(config);
+            run_client_at(script, &gateway.url, plan)
+        }
+    }
+}
+
+/// Runs the Python client `script` with `plan` against a gateway already listening at `url`.
+pub fn run_client_at(script: &str, url: &str, plan: &Value) -> Value {
+    let mut command = client_command(script, plan);
+    command.arg("--url").arg(url);
+    finish_client(command)
+}
+
+fn client_command(script: &str, plan: &Value) -> Command {
+    let mut command = Command::new(venv_python());
+    command
+        .arg(client(script))
+        .arg("--plan")
+        .arg(plan.to_string())
+        .env_remove("TOOLSEARCH_API_TOKENS");
+    command
+}
+
+fn finish_client(mut command: Command) -> Value {
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!("the client printed no JSON ({e}):\nstdout: {stdout}\nstderr: {stderr}")
+    });
+    assert!(
+        output.status.success() && report.get("fatal").is_none(),
+        "the client failed: {report}\nstderr: {stderr}"
+    );
+    report
+}
+
+/// One HTTP/1.1 request over a fresh connection; returns the status and the body as sent.
+pub fn http_raw(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> (u16, String) {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    if let Some(token) = token {
+        head.push_str(&format!("Authorization: Bearer {token}\r\n"));
+    }
+    let body = body.unwrap_or("");
+    if !body.is_empty() {
+        head.push_str("Content-Type: application/json\r\n");
+    }
+    head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, body.to_string())
+}
+
+/// [`http_raw`], with the body parsed as JSON.
+pub fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> (u16, Value) {
+    let (status, body) = http_raw(addr, method, path, token, body);
+    (
+        status,
+        serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}")),
+    )
 }
