@@ -20,7 +20,7 @@ use toolsearch_core::{SearchConfig, SearchEngine, Tool, ToolId};
 
 use crate::config::{GatewayConfig, Preset, ToolSelectionOrder};
 use crate::error::{GatewayError, Result};
-use crate::offload::{self, OffloadStore};
+use crate::offload::{self, OffloadStore, OffloadTool};
 use crate::rest::{Categories, SharedEngine};
 use crate::supervisor::{ServerState, UpstreamEvent, UpstreamManager};
 
@@ -263,13 +263,9 @@ impl Gateway {
             Some((inner, inner_args)) if self.offload.is_some() => (inner, inner_args),
             _ => (name, arguments),
         };
-        if let Some(store) = self
-            .offload
-            .as_ref()
-            .filter(|_| offload::is_offload_tool(name))
-        {
+        if let Some((store, tool)) = self.offload.as_ref().zip(OffloadTool::from_name(name)) {
             return match store
-                .call(session, name, arguments, self.call_timeout)
+                .call(session, tool, arguments, self.call_timeout)
                 .await
             {
                 Ok(value) => json_result(value, false),
@@ -457,7 +453,7 @@ fn arguments_of_wrapped_offload_call<'a>(
         return None;
     }
     let inner = arguments.get("name")?.as_str()?;
-    offload::is_offload_tool(inner).then(|| {
+    OffloadTool::from_name(inner).map(|_| {
         let args = arguments.get("arguments").cloned().unwrap_or(Value::Null);
         (inner, args)
     })
