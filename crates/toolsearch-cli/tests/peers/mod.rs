@@ -47,6 +47,13 @@ pub struct Gateway {
     pub url: String,
 }
 
+impl Gateway {
+    /// The gateway's process.
+    pub fn process(&mut self) -> &mut Child {
+        &mut self.child
+    }
+}
+
 impl Drop for Gateway {
     fn drop(&mut self) {
         let _ = self.child.kill();
