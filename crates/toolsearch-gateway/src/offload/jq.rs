@@ -22,7 +22,7 @@ pub(super) const MAX_RESULTS: usize = 1000;
 /// the worker's evaluation thread has a stack sized for this depth with room to spare.
 pub(super) const MAX_QUERY_DEPTH: usize = 1000;
 
-/// Arguments of `query_large_output`.
+// Arguments of `query_large_output` (not a doc comment: see `ReadArgs`).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct QueryArgs {

@@ -370,8 +370,13 @@ pub(crate) mod tests {
         assert_eq!(p["max_results"]["maximum"], 1000);
         assert_eq!(p["max_results"]["default"], 50);
 
+        assert!(
+            read["properties"]["length"].get("default").is_none(),
+            "{read}"
+        );
         for schema in [&read, &search, &query] {
             assert!(schema.get("$schema").is_none() && schema.get("title").is_none());
+            assert!(schema.get("description").is_none(), "lean: {schema}");
             assert!(schema.get("$defs").is_none(), "inlined: {schema}");
             for (name, property) in schema["properties"].as_object().unwrap() {
                 assert!(

@@ -7,20 +7,20 @@ use serde_json::{json, Value};
 use super::store::StoredOutput;
 use super::{OffloadError, OffloadTool};
 
-/// Arguments of `read_large_output`.
+// Arguments of `read_large_output` (a line comment: a doc comment would become the schema's
+// description, sent with every tools/list).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct ReadArgs {
     /// The handle from the offloaded result, e.g. `out-3-1a2b3c4d`.
     pub handle: String,
-    /// First character to return (0-based, in characters, not bytes); must be less than the
-    /// output's `chars`.
+    /// First character to return (0-based, in characters, not bytes); must be less than the output's `chars`.
     #[serde(default)]
     #[schemars(with = "usize", extend("default" = 0))]
     pub offset: Option<usize>,
-    /// Number of characters to return, at least 1; capped at toolSearch.offload.maxReadChars (the
-    /// default).
-    #[serde(default)]
+    /// Number of characters to return, at least 1; capped at the most one call returns, which is also the default.
+    // `skip_serializing_if` keeps a `"default": null` out of the schema.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(with = "usize", range(min = 1))]
     pub length: Option<usize>,
 }

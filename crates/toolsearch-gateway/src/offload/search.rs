@@ -18,7 +18,7 @@ const MAX_MATCHES: usize = 200;
 pub(super) const MATCH_LINE_CHARS: usize = 300;
 const CONTEXT_LINE_CHARS: usize = 160;
 
-/// How `pattern` is read.
+// How `pattern` is read.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub(super) enum SearchMode {
@@ -29,7 +29,7 @@ pub(super) enum SearchMode {
     Regex,
 }
 
-/// Arguments of `search_large_output`.
+// Arguments of `search_large_output` (not a doc comment: see `ReadArgs`).
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(super) struct SearchArgs {
