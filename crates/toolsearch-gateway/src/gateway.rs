@@ -20,7 +20,7 @@ use toolsearch_core::{SearchConfig, SearchEngine, Tool, ToolId};
 
 use crate::config::{GatewayConfig, Preset, ToolSelectionOrder};
 use crate::error::{GatewayError, Result};
-use crate::offload::{self, OffloadStore, OffloadTool};
+use crate::offload::{self, OffloadError, OffloadStore, OffloadTool};
 use crate::rest::{Categories, SharedEngine};
 use crate::supervisor::{ServerState, UpstreamEvent, UpstreamManager};
 
@@ -264,10 +264,13 @@ impl Gateway {
             _ => (name, arguments),
         };
         if let Some((store, tool)) = self.offload.as_ref().zip(OffloadTool::from_name(name)) {
-            return match store
-                .call(session, tool, arguments, self.call_timeout)
-                .await
-            {
+            // A cancelled call is dropped, and a running jq worker with it.
+            let call = store.call(session, tool, arguments, self.call_timeout);
+            let outcome = tokio::select! {
+                outcome = call => outcome,
+                () = cancel.cancelled() => Err(OffloadError::Cancelled { tool: tool.name() }),
+            };
+            return match outcome {
                 Ok(value) => json_result(value, false),
                 Err(e) => {
                     tracing::debug!(session, tool = name, error = %e, "large-output call refused");

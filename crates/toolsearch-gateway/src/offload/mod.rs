@@ -82,6 +82,9 @@ pub enum OffloadError {
     #[error("the jq filter `{filter}` was stopped: {reason}; use a cheaper filter, e.g. with limit(10; ...) or .[0:10]")]
     FilterStopped { filter: String, reason: String },
 
+    #[error("the call to {tool} was cancelled by the caller; call it again for an answer")]
+    Cancelled { tool: &'static str },
+
     #[error(
         "jq filters cannot run: {message}; search_large_output and read_large_output still work"
     )]
