@@ -486,6 +486,23 @@ mod tests {
         assert!(err.to_string().contains("MiB of memory"), "{err}");
     }
 
+    /// A filter that builds a value nested millions deep overflows the worker's stack, not the
+    /// gateway's: the call answers that the filter was stopped.
+    #[tokio::test]
+    async fn a_value_nested_too_deep_stops_the_worker_not_the_gateway() {
+        let store = store();
+        let h = store.put("a", "t", "0".into()).output.handle.clone();
+        let filter = "reduce range(5000000) as $i (.; [.]) | tojson | length";
+        let err = query(&store, &h, filter, Duration::from_secs(120))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, OffloadError::FilterStopped { .. }), "{err}");
+        assert!(
+            err.to_string().contains("nested values too deeply"),
+            "{err}"
+        );
+    }
+
     /// Dropping the call (a client's cancel, a shutdown) kills the worker too.
     #[tokio::test]
     async fn a_dropped_query_kills_its_worker() {
