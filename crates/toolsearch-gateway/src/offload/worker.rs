@@ -162,8 +162,9 @@ impl JqWorker {
         let mut header = serde_json::to_string(&request)
             .map_err(|e| unavailable(format!("cannot encode the request: {e}")))?;
         header.push('\n');
-        // The answer is at most max_results values of about max_chars characters in all; a
-        // character takes at most 4 bytes, and twice that escaped inside a JSON string.
+        // The answer is at most max_results values of about max_chars characters in all; each
+        // value's JSON text travels inside a JSON string, so a character takes at most 12 bytes
+        // (`\\u` escapes of escapes), plus a little per value and for the envelope.
         let max_reply = (max_chars as u64 + max_results as u64 * 64) * 12 + (64 << 10);
         let (stdin, stdout, stderr) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take());
