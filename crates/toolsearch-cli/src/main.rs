@@ -46,6 +46,13 @@ impl std::fmt::Display for BadInput {
 impl std::error::Error for BadInput {}
 
 fn main() -> ExitCode {
+    // The gateway runs jq filters over large outputs in a child process of this binary.
+    if std::env::args_os()
+        .nth(1)
+        .is_some_and(|arg| arg == toolsearch_gateway::offload::JQ_WORKER_ARG)
+    {
+        return toolsearch_gateway::offload::run_jq_worker();
+    }
     let cli = Cli::parse();
     init_logging(cli.log.as_deref());
     let result = match cli.command {

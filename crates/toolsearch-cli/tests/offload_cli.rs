@@ -9,11 +9,7 @@ use std::process::Command;
 use serde_json::{json, Value};
 
 mod peers;
-use peers::{everything_js, serve_http, toml_str, venv_python};
-
-fn client_script() -> String {
-    peers::client("offload_client.py")
-}
+use peers::{everything_js, serve_http, toml_str, venv_python, Transport};
 
 fn scratch() -> PathBuf {
     peers::scratch("offload-cli")
@@ -39,45 +35,27 @@ threshold = 5
     path
 }
 
-enum Transport {
-    Stdio,
-    Http,
-}
-
 /// Runs the client with `plan`; returns its steps.
 fn run_client(transport: Transport, config: &Path, plan: Value) -> Vec<Value> {
-    let mut command = Command::new(venv_python());
-    command
-        .arg(client_script())
-        .arg("--plan")
-        .arg(plan.to_string())
-        .env_remove("TOOLSEARCH_API_TOKENS");
-    let _gateway;
-    match transport {
-        Transport::Stdio => {
-            command
-                .arg("--stdio")
-                .arg(env!("CARGO_BIN_EXE_toolsearch"))
-                .args(["serve", "--stdio", "--config"])
-                .arg(config);
-        }
-        Transport::Http => {
-            let gateway = serve_http(config);
-            command.arg("--url").arg(&gateway.url);
-            _gateway = gateway;
-        }
-    }
-    let output = command.output().unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
-        panic!("the client printed no JSON ({e}):\nstdout: {stdout}\nstderr: {stderr}")
-    });
-    assert!(
-        output.status.success() && report.get("fatal").is_none(),
-        "the client failed: {report}\nstderr: {stderr}"
+    run_client_logged(transport, config, plan, "warn").0
+}
+
+/// Runs the client with `plan` and the gateway's log at `log_level` (over stdio, the gateway's
+/// stderr goes to the client's); returns the steps and the client's stderr.
+fn run_client_logged(
+    transport: Transport,
+    config: &Path,
+    plan: Value,
+    log_level: &str,
+) -> (Vec<Value>, String) {
+    let (report, stderr) = peers::run_client_with(
+        "offload_client.py",
+        transport,
+        config,
+        &plan,
+        &[("RUST_LOG", log_level)],
     );
-    report["steps"].as_array().unwrap().clone()
+    (report["steps"].as_array().unwrap().clone(), stderr)
 }
 
 /// A message of numbered lines, `count` of them: "line 00000 item-0 ...".
@@ -480,4 +458,136 @@ fn tools_are_listed_in_every_preset_and_absent_when_off() {
         .unwrap()
         .contains(&json!("read_large_output")));
     assert_eq!(steps[1]["text"], format!("Echo: {message}"));
+}
+
+/// jq filters run in a bounded worker: one that never ends (#13) is stopped at callTimeoutSecs
+/// and the next query is answered; `debug` and `stderr` write nothing of the output to the log,
+/// even at debug level; a zero-length read is refused.
+#[test]
+fn jq_queries_are_bounded_and_never_logged_over_stdio() {
+    let secret = "SECRET-4e1d7b";
+    let env = format!(
+        "env = {{ TS_SECRET = {}, TS_BIG = {} }}",
+        toml_str(secret),
+        toml_str(&"x".repeat(20_000))
+    );
+    let config = config("callTimeoutSecs = 2", &env);
+    let (steps, log) = run_client_logged(
+        Transport::Stdio,
+        &config,
+        json!([
+            {"op": "call", "name": "everything___get-env", "arguments": {}, "save": "env"},
+            {"op": "call", "name": "query_large_output", "arguments": {"handle": "$env", "filter": ".TS_SECRET | debug | stderr"}},
+            {"op": "call", "name": "query_large_output", "arguments": {"handle": "$env", "filter": "(.TS_SECRET | debug(\"seen \\(.)\") | halt_error)"}},
+            {"op": "call", "name": "query_large_output", "arguments": {"handle": "$env", "filter": "[limit(100000000; repeat(.))] | length"}},
+            {"op": "call", "name": "query_large_output", "arguments": {"handle": "$env", "filter": ".TS_SECRET | length"}},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$env", "offset": 5, "length": 0}}
+        ]),
+        // jq's debug and stderr logged under `jaq_std`; the gateway's own records at debug.
+        // (Not everything at debug: the MCP SDK logs every message it sends, results included.)
+        "warn,jaq_std=trace,toolsearch_gateway=debug",
+    );
+    offloaded(&steps[0]);
+    assert_eq!(steps[1]["json"]["results"], json!([secret]), "{}", steps[1]);
+    assert_eq!(steps[2]["json"]["halted"], 5, "{}", steps[2]);
+    let stopped = error_text(&steps[3]);
+    assert!(
+        stopped.starts_with("the jq filter `[limit(100000000; repeat(.))] | length`")
+            && stopped.contains("was stopped"),
+        "{stopped}"
+    );
+    assert_eq!(steps[4]["json"]["results"], json!([secret.len()]));
+    let zero = error_text(&steps[5]);
+    assert!(
+        zero.contains("length 0") && zero.contains("at least 1"),
+        "{zero}"
+    );
+
+    // The log is there; the stored output is not in it.
+    assert!(log.contains("offloaded a large output"), "{log}");
+    assert!(!log.contains(secret), "tool output reached the log:\n{log}");
+}
+
+/// The children of process `pid` (Linux).
+fn children(pid: u32) -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|task| std::fs::read_to_string(task.path().join("children")).ok())
+        .flat_map(|list| {
+            list.split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect::<Vec<u32>>()
+        })
+        .collect()
+}
+
+/// Whether `pid` is a running process (not gone, not a zombie).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|stat| Some(stat.rsplit_once(") ")?.1.chars().next()? != 'Z'))
+        .unwrap_or(false)
+}
+
+/// SIGTERM while a jq query runs: the gateway exits, and its jq worker with it.
+#[test]
+fn sigterm_ends_the_gateway_while_a_query_runs() {
+    let env = format!("env = {{ TS_BIG = {} }}", toml_str(&"x".repeat(20_000)));
+    let config = config("callTimeoutSecs = 600", &env);
+    let mut gateway = serve_http(&config);
+    let plan = json!([
+        {"op": "call", "name": "everything___get-env", "arguments": {}, "save": "env"},
+        {"op": "call", "name": "query_large_output", "arguments": {"handle": "$env", "filter": "[repeat(.)] | length"}}
+    ]);
+    let mut client = Command::new(venv_python())
+        .arg(peers::client("offload_client.py"))
+        .arg("--plan")
+        .arg(plan.to_string())
+        .arg("--url")
+        .arg(&gateway.url)
+        .env_remove("TOOLSEARCH_API_TOKENS")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = gateway.process().id();
+    let is_worker = |child: &u32| {
+        std::fs::read(format!("/proc/{child}/cmdline")).is_ok_and(|cmdline| {
+            String::from_utf8_lossy(&cmdline).contains("__toolsearch-jq-worker")
+        })
+    };
+    let mut worker = None;
+    for _ in 0..1200 {
+        worker = children(pid).into_iter().find(is_worker);
+        if worker.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let worker = worker.expect("the query started a jq worker");
+    assert!(running(worker));
+
+    let term = Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let mut exited = None;
+    for _ in 0..600 {
+        exited = gateway.process().try_wait().unwrap();
+        if exited.is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let _ = client.kill();
+    let _ = client.wait();
+    assert!(
+        exited.is_some(),
+        "the gateway is still running after SIGTERM"
+    );
+    assert!(!running(worker), "the jq worker outlived the gateway");
 }

@@ -23,6 +23,9 @@ pub struct ToolDecl {
     /// The schema of the JSON the tool returns (`structuredContent`), when it returns JSON.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_schema: Option<Value>,
+    /// MCP annotations (`readOnlyHint`, ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
 }
 
 impl ToolDecl {
@@ -33,7 +36,14 @@ impl ToolDecl {
             description: description.into(),
             input_schema: schema_for::<A>(),
             output_schema: None,
+            annotations: None,
         }
+    }
+
+    /// Adds MCP annotations.
+    pub fn annotated(mut self, annotations: Value) -> Self {
+        self.annotations = Some(annotations);
+        self
     }
 
     /// Declares that the tool returns `O` as JSON.

@@ -15,11 +15,11 @@ use tokio_util::sync::CancellationToken;
 use toolsearch_core::disclosure::{
     error_result, Disclosure, DisclosureConfig, Dispatch, ExposedTool, ServerStatus,
 };
-use toolsearch_core::{Preset, SearchConfig, SearchEngine, ServedId, Tool, ToolDecl};
+use toolsearch_core::{Preset, SearchConfig, SearchEngine, ServedId, Tool};
 
 use crate::config::GatewayConfig;
 use crate::error::{GatewayError, Result};
-use crate::offload::{self, OffloadStore};
+use crate::offload::{self, OffloadError, OffloadStore, OffloadTool};
 use crate::rest::SharedEngine;
 use crate::supervisor::{ServerState, UpstreamEvent, UpstreamManager};
 
@@ -53,7 +53,7 @@ pub struct Gateway {
     /// Which upstreams cannot take calls, for search results.
     status: Arc<dyn ServerStatus>,
     /// The large-output tools served through the disclosure, by the id it gave each.
-    offload_tools: Vec<(ServedId, &'static str)>,
+    offload_tools: Vec<(ServedId, OffloadTool)>,
     sessions: Mutex<HashMap<String, SessionEntry>>,
     next_session: AtomicU64,
     call_timeout: Duration,
@@ -115,20 +115,11 @@ impl Gateway {
         let status: Arc<dyn ServerStatus> = Arc::new(UpstreamStatus(upstreams.clone()));
         disclosure.set_server_status(status.clone());
         let offload_tools = if config.tool_search.offload.enabled {
-            offload::tool_definitions(&config.tool_search.offload)
+            OffloadTool::ALL
                 .into_iter()
-                .zip(offload::TOOL_NAMES)
-                .map(|(definition, name)| {
-                    let decl = ToolDecl {
-                        name,
-                        description: definition["description"]
-                            .as_str()
-                            .unwrap_or_default()
-                            .to_string(),
-                        input_schema: definition["inputSchema"].clone(),
-                        output_schema: None,
-                    };
-                    (disclosure.serve(decl), name)
+                .map(|tool| {
+                    let decl = tool.decl(&config.tool_search.offload);
+                    (disclosure.serve(decl), tool)
                 })
                 .collect()
         } else {
@@ -297,7 +288,7 @@ impl Gateway {
                 json_result(outcome.result, false)
             }
             Ok(Dispatch::Served { id, arguments }) => {
-                self.call_offload(session, id, arguments).await
+                self.call_offload(session, id, arguments, cancel).await
             }
             Ok(Dispatch::Call { tool, arguments }) => {
                 let arguments = match arguments {
@@ -331,8 +322,15 @@ impl Gateway {
         }
     }
 
-    /// Runs one of the large-output tools the disclosure dispatched to.
-    async fn call_offload(&self, session: &str, id: ServedId, arguments: Value) -> CallToolResult {
+    /// Runs one of the large-output tools the disclosure dispatched to. A cancelled call is
+    /// dropped, and a running jq worker with it.
+    async fn call_offload(
+        &self,
+        session: &str,
+        id: ServedId,
+        arguments: Value,
+        cancel: CancellationToken,
+    ) -> CallToolResult {
         let tool = self
             .offload_tools
             .iter()
@@ -344,13 +342,15 @@ impl Gateway {
                 true,
             );
         };
-        match store
-            .call(session, tool, arguments, self.call_timeout)
-            .await
-        {
+        let call = store.call(session, tool, arguments, self.call_timeout);
+        let outcome = tokio::select! {
+            outcome = call => outcome,
+            () = cancel.cancelled() => Err(OffloadError::Cancelled { tool: tool.name() }),
+        };
+        match outcome {
             Ok(value) => json_result(value, false),
             Err(e) => {
-                tracing::debug!(session, tool, error = %e, "large-output call refused");
+                tracing::debug!(session, tool = tool.name(), error = %e, "large-output call refused");
                 json_result(serde_json::json!({ "error": e.to_string() }), true)
             }
         }

@@ -50,6 +50,13 @@ pub struct Gateway {
     pub url: String,
 }
 
+impl Gateway {
+    /// The gateway's process.
+    pub fn process(&mut self) -> &mut Child {
+        &mut self.child
+    }
+}
+
 impl Drop for Gateway {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -109,28 +116,43 @@ pub enum Transport {
 /// `transport`; returns its JSON report. Fails the test, with the client's output, when the
 /// client fails.
 pub fn run_client(script: &str, transport: Transport, config: &Path, plan: &Value) -> Value {
+    run_client_with(script, transport, config, plan, &[]).0
+}
+
+/// [`run_client`] with extra environment variables for the client (and so, over stdio, for the
+/// gateway it starts); returns the report and the client's stderr (over stdio, the gateway's log).
+pub fn run_client_with(
+    script: &str,
+    transport: Transport,
+    config: &Path,
+    plan: &Value,
+    envs: &[(&str, &str)],
+) -> (Value, String) {
+    let mut command = client_command(script, plan);
+    command.envs(envs.iter().copied());
+    let _gateway;
     match transport {
         Transport::Stdio => {
-            let mut command = client_command(script, plan);
             command
                 .arg("--stdio")
                 .arg(env!("CARGO_BIN_EXE_toolsearch"))
                 .args(["serve", "--stdio", "--config"])
                 .arg(config);
-            finish_client(command)
         }
         Transport::Http => {
             let gateway = serve_http(config);
-            run_client_at(script, &gateway.url, plan)
+            command.arg("--url").arg(&gateway.url);
+            _gateway = gateway;
         }
     }
+    finish_client(command)
 }
 
 /// Runs the Python client `script` with `plan` against a gateway already listening at `url`.
 pub fn run_client_at(script: &str, url: &str, plan: &Value) -> Value {
     let mut command = client_command(script, plan);
     command.arg("--url").arg(url);
-    finish_client(command)
+    finish_client(command).0
 }
 
 fn client_command(script: &str, plan: &Value) -> Command {
@@ -143,7 +165,7 @@ fn client_command(script: &str, plan: &Value) -> Command {
     command
 }
 
-fn finish_client(mut command: Command) -> Value {
+fn finish_client(mut command: Command) -> (Value, String) {
     let output = command.output().unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);
     let stderr = String::from_utf8_lossy(&output.stderr);
@@ -154,7 +176,7 @@ fn finish_client(mut command: Command) -> Value {
         output.status.success() && report.get("fatal").is_none(),
         "the client failed: {report}\nstderr: {stderr}"
     );
-    report
+    (report, stderr.into_owned())
 }
 
 /// One HTTP/1.1 request over a fresh connection; returns the status and the body as sent.

@@ -87,7 +87,7 @@ impl ExposedTool {
             description: decl.description.clone(),
             input_schema: decl.input_schema.clone(),
             output_schema: decl.output_schema.clone(),
-            annotations: None,
+            annotations: decl.annotations.clone(),
             exposure: Exposure::Meta,
             tool: None,
         }

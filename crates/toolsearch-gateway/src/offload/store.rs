@@ -1,0 +1,340 @@
+//! The per-session store: outputs kept behind handles, bounded in count and bytes (oldest dropped
+//! first), and the replacement of a large upstream result by its notice.
+
+use std::collections::hash_map::RandomState;
+use std::collections::{HashMap, VecDeque};
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rmcp::model::{CallToolResult, ContentBlock};
+
+use super::worker::JqWorker;
+use super::{notice, OffloadError};
+use crate::config::OffloadConfig;
+
+/// Handles of dropped outputs remembered per session, to tell "dropped" from "never existed".
+const REMEMBERED_DROPPED: usize = 256;
+
+/// One stored output.
+#[derive(Debug)]
+pub struct StoredOutput {
+    pub handle: String,
+    /// Public name of the tool that produced it.
+    pub tool: String,
+    pub text: String,
+    pub chars: usize,
+}
+
+impl StoredOutput {
+    pub(super) fn new(handle: String, tool: String, text: String) -> Self {
+        let chars = text.chars().count();
+        Self {
+            handle,
+            tool,
+            text,
+            chars,
+        }
+    }
+
+    /// Byte index of character `index` (the end of the text past the last character).
+    pub(super) fn byte_at(&self, index: usize) -> usize {
+        if self.chars == self.text.len() {
+            // ASCII: characters are bytes.
+            return index.min(self.text.len());
+        }
+        self.text
+            .char_indices()
+            .nth(index)
+            .map_or(self.text.len(), |(b, _)| b)
+    }
+}
+
+#[derive(Default)]
+struct SessionOutputs {
+    outputs: VecDeque<Arc<StoredOutput>>,
+    bytes: usize,
+    dropped: VecDeque<String>,
+}
+
+/// Stored outputs of every session.
+pub struct OffloadStore {
+    pub(super) config: OffloadConfig,
+    sessions: Mutex<HashMap<String, SessionOutputs>>,
+    next: AtomicU64,
+    salt: RandomState,
+    /// Where jq filters run: a bounded child process.
+    pub(super) jq: JqWorker,
+}
+
+impl std::fmt::Debug for OffloadStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OffloadStore")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What [`OffloadStore::put`] kept.
+#[derive(Debug, Clone)]
+pub struct Stored {
+    pub output: Arc<StoredOutput>,
+    /// Bytes of the original text, when it was cut to fit `maxBytesPerSession`.
+    pub cut_from: Option<usize>,
+}
+
+impl OffloadStore {
+    /// A store whose jq queries run in a child process of the current executable (see
+    /// [`JqWorker::current_exe`]).
+    pub fn new(config: OffloadConfig) -> Self {
+        Self::with_jq_worker(config, JqWorker::current_exe())
+    }
+
+    /// A store whose jq queries run in the given worker program.
+    pub fn with_jq_worker(config: OffloadConfig, jq: JqWorker) -> Self {
+        Self {
+            config,
+            sessions: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+            salt: RandomState::new(),
+            jq,
+        }
+    }
+
+    pub fn config(&self) -> &OffloadConfig {
+        &self.config
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, SessionOutputs>> {
+        // Each operation leaves the map consistent, so a panic elsewhere does not poison it.
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A new handle: a counter (unique) and a salted hash (not guessable from another session's).
+    fn new_handle(&self) -> String {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut hasher = self.salt.build_hasher();
+        hasher.write_u64(n);
+        format!("out-{n}-{:08x}", hasher.finish() as u32)
+    }
+
+    /// Stores `text` for `session`, dropping the session's oldest outputs past the bounds. A text
+    /// larger than `maxBytesPerSession` is cut to fit.
+    pub fn put(&self, session: &str, tool: &str, mut text: String) -> Stored {
+        let max_bytes = self.config.max_bytes_per_session;
+        let cut_from = (text.len() > max_bytes).then(|| {
+            let original = text.len();
+            text.truncate(floor_char_boundary(&text, max_bytes));
+            original
+        });
+        let output = Arc::new(StoredOutput::new(self.new_handle(), tool.to_string(), text));
+        let mut sessions = self.lock();
+        let store = sessions.entry(session.to_string()).or_default();
+        store.bytes += output.text.len();
+        store.outputs.push_back(output.clone());
+        while store.outputs.len() > self.config.max_outputs_per_session || store.bytes > max_bytes {
+            let Some(old) = store.outputs.pop_front() else {
+                break;
+            };
+            store.bytes -= old.text.len();
+            tracing::debug!(session, handle = %old.handle, "dropped the oldest large output");
+            store.dropped.push_back(old.handle.clone());
+            if store.dropped.len() > REMEMBERED_DROPPED {
+                store.dropped.pop_front();
+            }
+        }
+        Stored { output, cut_from }
+    }
+
+    /// The output `handle` of `session`; never another session's.
+    pub fn get(&self, session: &str, handle: &str) -> Result<Arc<StoredOutput>, OffloadError> {
+        let sessions = self.lock();
+        let store = sessions.get(session);
+        if let Some(found) = store.and_then(|s| s.outputs.iter().find(|o| o.handle == handle)) {
+            return Ok(found.clone());
+        }
+        if store.is_some_and(|s| s.dropped.iter().any(|h| h == handle)) {
+            return Err(OffloadError::Dropped {
+                handle: handle.to_string(),
+                max_outputs: self.config.max_outputs_per_session,
+                max_bytes: self.config.max_bytes_per_session,
+            });
+        }
+        let known: Vec<&str> = store
+            .map(|s| s.outputs.iter().map(|o| o.handle.as_str()).collect())
+            .unwrap_or_default();
+        Err(OffloadError::UnknownHandle {
+            handle: handle.to_string(),
+            known: if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            },
+        })
+    }
+
+    /// Handles a session holds, oldest first.
+    pub fn handles(&self, session: &str) -> Vec<String> {
+        self.lock()
+            .get(session)
+            .map(|s| s.outputs.iter().map(|o| o.handle.clone()).collect())
+            .unwrap_or_default()
+    }
+
+    /// Bytes a session holds.
+    pub fn session_bytes(&self, session: &str) -> usize {
+        self.lock().get(session).map_or(0, |s| s.bytes)
+    }
+
+    /// Drops a session's outputs.
+    pub fn end_session(&self, session: &str) {
+        self.lock().remove(session);
+    }
+
+    /// Replaces a large result's text by a preview and a handle. Results at or under the
+    /// threshold, and every non-text part, are returned unchanged.
+    pub fn offload_result(
+        &self,
+        session: &str,
+        tool: &str,
+        mut result: CallToolResult,
+    ) -> CallToolResult {
+        if !self.config.enabled {
+            return result;
+        }
+        let text_bytes: usize = result
+            .content
+            .iter()
+            .filter_map(ContentBlock::as_text)
+            .map(|t| t.text.len())
+            .sum();
+        if text_bytes <= self.config.threshold_bytes {
+            return result;
+        }
+        // All text parts become one stored output, in order; the notice takes the place of the
+        // first of them and the other parts (images, audio, resources) keep theirs.
+        let mut texts = Vec::new();
+        let mut first_text = None;
+        let mut kept = Vec::with_capacity(result.content.len());
+        for block in std::mem::take(&mut result.content) {
+            match block {
+                ContentBlock::Text(t) => {
+                    first_text.get_or_insert(kept.len());
+                    texts.push(t.text);
+                }
+                other => kept.push(other),
+            }
+        }
+        let stored = self.put(session, tool, texts.join("\n"));
+        let (notice, structured) = notice::describe(&stored, self.config.preview_chars);
+        tracing::info!(session, tool, handle = %stored.output.handle, bytes = text_bytes, "offloaded a large output");
+        kept.insert(first_text.unwrap_or(0), ContentBlock::text(notice));
+        result.content = kept;
+        result.structured_content = Some(structured);
+        result
+    }
+}
+
+/// The largest char boundary of `text` at or below byte `index`.
+pub(super) fn floor_char_boundary(text: &str, mut index: usize) -> usize {
+    if index >= text.len() {
+        return text.len();
+    }
+    while !text.is_char_boundary(index) {
+        index -= 1;
+    }
+    index
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::offload::tests::{config, text_result};
+    use crate::offload::OffloadTool;
+
+    #[test]
+    fn store_drops_oldest_past_count_and_bytes() {
+        let store = OffloadStore::new(config(10, 100, 3));
+        let handles: Vec<String> = (0..4)
+            .map(|i| {
+                store
+                    .put("a", "t", format!("{i}").repeat(20))
+                    .output
+                    .handle
+                    .clone()
+            })
+            .collect();
+        assert_eq!(store.handles("a"), handles[1..]);
+        assert!(matches!(
+            store.get("a", &handles[0]),
+            Err(OffloadError::Dropped { .. })
+        ));
+        // 3 × 20 bytes held; 70 more: one goes for the count, one for the bytes.
+        let big = store.put("a", "t", "x".repeat(70)).output.handle.clone();
+        assert_eq!(store.handles("a"), [handles[3].clone(), big]);
+        assert_eq!(store.session_bytes("a"), 90);
+    }
+
+    #[test]
+    fn store_cuts_an_output_larger_than_the_session_budget() {
+        let store = OffloadStore::new(config(10, 100, 3));
+        let s = store.put("a", "t", "é".repeat(80));
+        assert_eq!(s.cut_from, Some(160));
+        assert_eq!(s.output.text.len(), 100);
+        assert_eq!(s.output.chars, 50);
+    }
+
+    #[test]
+    fn handles_never_cross_sessions_and_session_end_drops_them() {
+        let store = OffloadStore::new(config(10, 100, 3));
+        let a = store.put("a", "t", "x".repeat(20)).output.handle.clone();
+        let b = store.put("b", "t", "y".repeat(20)).output.handle.clone();
+        assert_ne!(a, b);
+        let err = store.get("b", &a).unwrap_err();
+        assert!(matches!(err, OffloadError::UnknownHandle { .. }), "{err}");
+        assert!(
+            err.to_string().contains(&b),
+            "lists the session's own: {err}"
+        );
+        assert!(store.get("a", &a).is_ok());
+        store.end_session("a");
+        assert!(store.get("a", &a).is_err());
+        assert!(store.get("b", &b).is_ok());
+    }
+
+    #[test]
+    fn small_and_non_text_results_pass_unchanged() {
+        let store = OffloadStore::new(config(10, 100, 3));
+        let small = store.offload_result("a", "t", text_result("short"));
+        assert_eq!(small.content[0].as_text().unwrap().text, "short");
+        assert!(small.structured_content.is_none());
+
+        let image = ContentBlock::image("AAAA".repeat(100), "image/png");
+        let mixed = CallToolResult::success(vec![
+            image.clone(),
+            ContentBlock::text("a".repeat(30)),
+            ContentBlock::text("b".repeat(30)),
+        ]);
+        let out = store.offload_result("a", "s___t", mixed);
+        assert_eq!(out.content.len(), 2);
+        assert_eq!(out.content[0], image, "non-text parts keep their place");
+        let info = &out.structured_content.as_ref().unwrap()["offloaded"];
+        assert_eq!(info["chars"], 61);
+        assert_eq!(info["tool"], "s___t");
+        let handle = info["handle"].as_str().unwrap();
+        let notice = &out.content[1].as_text().unwrap().text;
+        assert!(
+            notice.contains(handle) && notice.contains(OffloadTool::Read.name()),
+            "{notice}"
+        );
+        let text = &store.get("a", handle).unwrap().text;
+        assert_eq!(text, &format!("{}\n{}", "a".repeat(30), "b".repeat(30)));
+
+        let off = OffloadStore::new(OffloadConfig {
+            enabled: false,
+            ..config(10, 100, 3)
+        });
+        let big = off.offload_result("a", "t", text_result(&"z".repeat(50)));
+        assert_eq!(big.content[0].as_text().unwrap().text.len(), 50);
+    }
+}
