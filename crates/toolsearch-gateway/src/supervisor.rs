@@ -22,7 +22,7 @@ use toolsearch_core::{CatalogPolicy, Tool, ToolId};
 use crate::config::{GatewayConfig, ServerConfig, SupervisorConfig, Transport};
 use crate::error::{GatewayError, Result};
 pub use crate::state::ServerState;
-use crate::upstream::{self, Connection, Signal};
+use crate::upstream::{self, Connection, Signal, UpstreamError};
 
 /// What changed upstream.
 #[derive(Debug, Clone, PartialEq)]
@@ -499,7 +499,7 @@ async fn supervise(
                     }
                 }
             }
-            Err(why) => why,
+            Err(error) => error.to_string(),
         };
         failures = failures.saturating_add(1);
         if opts.max_restarts.is_some_and(|max| failures > max) {
@@ -560,20 +560,17 @@ async fn start(
     slot: &Slot,
     transport: &Transport,
     timeout: Duration,
-) -> std::result::Result<(Connection, Vec<rmcp::model::Tool>), String> {
+) -> std::result::Result<(Connection, Vec<rmcp::model::Tool>), UpstreamError> {
     let attempt = async {
         let connection = upstream::connect(&slot.name, transport, slot.signals.clone()).await?;
         let tools = upstream::list_tools(connection.service.peer(), timeout)
             .await
-            .map_err(|e| upstream::with_stderr(e, &connection.stderr))?;
+            .map_err(|e| e.with_stderr(&connection.stderr))?;
         Ok((connection, tools))
     };
     match tokio::time::timeout(timeout, attempt).await {
         Ok(result) => result,
-        Err(_) => Err(format!(
-            "did not finish starting (connect, initialize, tools/list) within {}s; check the command or url, or raise supervisor.startupTimeoutSecs",
-            timeout.as_secs()
-        )),
+        Err(_) => Err(UpstreamError::StartTimeout(timeout)),
     }
 }
 
@@ -617,7 +614,7 @@ async fn run_connected(
                             if peer.is_transport_closed() {
                                 cancel_service.cancel();
                                 let _ = (&mut waiting).await;
-                                return Ended::Lost(upstream::with_stderr(e, &stderr));
+                                return Ended::Lost(e.with_stderr(&stderr).to_string());
                             }
                         }
                     }

@@ -85,6 +85,77 @@ impl StderrTail {
     }
 }
 
+/// Why an upstream could not be started, reached or listed. Each keeps the error it came from; its
+/// message says what to do and becomes the `last_error` of the server's state.
+#[derive(Debug, thiserror::Error)]
+pub enum UpstreamError {
+    #[error("cannot start `{command}`: {hint}")]
+    Spawn {
+        command: String,
+        hint: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("the MCP handshake with `{command}` failed: {source}")]
+    Handshake {
+        command: String,
+        #[source]
+        source: Box<rmcp::service::ClientInitializeError>,
+    },
+
+    #[error("cannot connect to `{url}`: {source}; check that the server is running and the url (often ending in `/mcp`) and headers are right")]
+    Connect {
+        url: String,
+        #[source]
+        source: Box<rmcp::service::ClientInitializeError>,
+    },
+
+    #[error("header name `{name}` is not a valid HTTP header name")]
+    HeaderName {
+        name: String,
+        #[source]
+        source: http::header::InvalidHeaderName,
+    },
+
+    #[error("the value of header `{name}` is not a valid HTTP header value")]
+    HeaderValue {
+        name: String,
+        #[source]
+        source: http::header::InvalidHeaderValue,
+    },
+
+    #[error("tools/list failed: {0}")]
+    ListTools(#[source] rmcp::ServiceError),
+
+    #[error("tools/list did not answer within {}s", .0.as_secs())]
+    ListTimeout(Duration),
+
+    #[error("did not finish starting (connect, initialize, tools/list) within {}s; check the command or url, or raise supervisor.startupTimeoutSecs", .0.as_secs())]
+    StartTimeout(Duration),
+
+    /// Any of the above, with the child's last stderr line, which usually says why.
+    #[error("{source}; its last stderr line: {line}")]
+    WithStderr {
+        #[source]
+        source: Box<UpstreamError>,
+        line: String,
+    },
+}
+
+impl UpstreamError {
+    /// Adds the child's last stderr line, when it wrote one.
+    pub(crate) fn with_stderr(self, tail: &StderrTail) -> Self {
+        match tail.last() {
+            Some(line) => UpstreamError::WithStderr {
+                source: Box::new(self),
+                line,
+            },
+            None => self,
+        }
+    }
+}
+
 /// A live session with an upstream.
 pub(crate) struct Connection {
     pub(crate) service: RunningService<RoleClient, UpstreamClient>,
@@ -98,7 +169,7 @@ pub(crate) async fn connect(
     server: &str,
     transport: &Transport,
     signals: mpsc::UnboundedSender<Signal>,
-) -> Result<Connection, String> {
+) -> Result<Connection, UpstreamError> {
     let client = UpstreamClient {
         server: server.into(),
         signals,
@@ -121,7 +192,11 @@ pub(crate) async fn connect(
             let (child, stderr) = TokioChildProcess::builder(wrapped)
                 .stderr(Stdio::piped())
                 .spawn()
-                .map_err(|e| spawn_error(command, cwd.as_deref(), &e))?;
+                .map_err(|source| UpstreamError::Spawn {
+                    command: command.clone(),
+                    hint: spawn_hint(cwd.as_deref(), &source),
+                    source,
+                })?;
             let pid = child.id();
             let tail = StderrTail::default();
             if let Some(stderr) = stderr {
@@ -151,10 +226,11 @@ pub(crate) async fn connect(
                     pid,
                     stderr: tail,
                 }),
-                Err(e) => Err(with_stderr(
-                    format!("the MCP handshake with `{command}` failed: {e}"),
-                    &tail,
-                )),
+                Err(source) => Err(UpstreamError::Handshake {
+                    command: command.clone(),
+                    source: Box::new(source),
+                }
+                .with_stderr(&tail)),
             }
         }
         Transport::StreamableHttp { url, headers } => {
@@ -172,15 +248,16 @@ pub(crate) async fn connect(
                         stderr: StderrTail::default(),
                     })
                 }
-                Err(e) => Err(format!(
-                    "cannot connect to `{url}`: {e}; check that the server is running and the url (often ending in `/mcp`) and headers are right"
-                )),
+                Err(source) => Err(UpstreamError::Connect {
+                    url: url.clone(),
+                    source: Box::new(source),
+                }),
             }
         }
     }
 }
 
-/// Appends the child's last stderr line, which usually says why it failed.
+/// Appends the child's last stderr line, which usually says why the connection was lost.
 pub(crate) fn with_stderr(message: String, tail: &StderrTail) -> String {
     match tail.last() {
         Some(line) => format!("{message}; its last stderr line: {line}"),
@@ -188,34 +265,43 @@ pub(crate) fn with_stderr(message: String, tail: &StderrTail) -> String {
     }
 }
 
-fn spawn_error(command: &str, cwd: Option<&std::path::Path>, e: &std::io::Error) -> String {
+/// What to do about a program that would not start.
+fn spawn_hint(cwd: Option<&std::path::Path>, e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::NotFound => match cwd {
             Some(cwd) if !cwd.is_dir() => format!(
-                "cannot start `{command}`: the working directory `{}` does not exist; fix `cwd`",
+                "the working directory `{}` does not exist; fix `cwd`",
                 cwd.display()
             ),
-            _ => format!(
-                "cannot start `{command}`: program not found; install it, put it on PATH, or give its full path in `command`"
-            ),
+            _ => {
+                "program not found; install it, put it on PATH, or give its full path in `command`"
+                    .to_string()
+            }
         },
-        std::io::ErrorKind::PermissionDenied => format!(
-            "cannot start `{command}`: permission denied; make it executable (chmod +x) or fix `command`"
-        ),
-        _ => format!("cannot start `{command}`: {e}"),
+        std::io::ErrorKind::PermissionDenied => {
+            "permission denied; make it executable (chmod +x) or fix `command`".to_string()
+        }
+        _ => e.to_string(),
     }
 }
 
 fn header_map(
     headers: &BTreeMap<String, String>,
-) -> Result<HashMap<http::HeaderName, http::HeaderValue>, String> {
+) -> Result<HashMap<http::HeaderName, http::HeaderValue>, UpstreamError> {
     headers
         .iter()
         .map(|(name, value)| {
-            let n = http::HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| format!("header name `{name}` is not a valid HTTP header name"))?;
-            let v = http::HeaderValue::from_str(value).map_err(|_| {
-                format!("the value of header `{name}` is not a valid HTTP header value")
+            let n = http::HeaderName::from_bytes(name.as_bytes()).map_err(|source| {
+                UpstreamError::HeaderName {
+                    name: name.clone(),
+                    source,
+                }
+            })?;
+            let v = http::HeaderValue::from_str(value).map_err(|source| {
+                UpstreamError::HeaderValue {
+                    name: name.clone(),
+                    source,
+                }
             })?;
             Ok((n, v))
         })
@@ -236,14 +322,11 @@ fn ensure_crypto_provider() {
 pub(crate) async fn list_tools(
     peer: &rmcp::Peer<RoleClient>,
     timeout: Duration,
-) -> Result<Vec<rmcp::model::Tool>, String> {
+) -> Result<Vec<rmcp::model::Tool>, UpstreamError> {
     match tokio::time::timeout(timeout, peer.list_all_tools()).await {
         Ok(Ok(tools)) => Ok(tools),
-        Ok(Err(e)) => Err(format!("tools/list failed: {e}")),
-        Err(_) => Err(format!(
-            "tools/list did not answer within {}s",
-            timeout.as_secs()
-        )),
+        Ok(Err(e)) => Err(UpstreamError::ListTools(e)),
+        Err(_) => Err(UpstreamError::ListTimeout(timeout)),
     }
 }
 
@@ -305,8 +388,20 @@ mod tests {
     #[test]
     fn spawn_errors_say_what_to_do() {
         let e = std::io::Error::from(std::io::ErrorKind::NotFound);
-        assert!(spawn_error("nope", None, &e).contains("install it"));
-        let msg = spawn_error("x", Some(std::path::Path::new("/no/such/dir")), &e);
+        assert!(spawn_hint(None, &e).contains("install it"));
+        let msg = spawn_hint(Some(std::path::Path::new("/no/such/dir")), &e);
         assert!(msg.contains("working directory"), "{msg}");
+        let error = UpstreamError::Spawn {
+            command: "nope".into(),
+            hint: spawn_hint(None, &e),
+            source: e,
+        };
+        assert!(error
+            .to_string()
+            .starts_with("cannot start `nope`: program not found"));
+        assert!(
+            std::error::Error::source(&error).is_some(),
+            "the io error is kept"
+        );
     }
 }

@@ -456,9 +456,7 @@ impl ToolIndex {
         let segments = writer.index().searchable_segment_ids()?;
         if segments.len() > 8 {
             let merge = writer.merge(&segments);
-            merge
-                .wait()
-                .map_err(|e| Error::Index(format!("segment merge failed: {e}")))?;
+            merge.wait()?;
         }
         Ok(())
     }
