@@ -11,6 +11,7 @@ mod categories;
 mod error;
 mod extract;
 mod handlers;
+mod listener;
 mod openapi;
 
 use std::future::Future;
@@ -24,14 +25,16 @@ use axum::routing::{get, post, MethodRouter};
 use axum::{middleware, Json, Router};
 use toolsearch_core::SearchEngine;
 
-pub use auth::{ApiTokens, TOKENS_ENV};
+pub use auth::{authorized, require_token, ApiTokens, TOKENS_ENV};
 pub use categories::{Categories, CategoryInfo};
 pub use error::ApiError;
 pub use handlers::{DEFAULT_LIMIT, MAX_LIMIT};
+pub use listener::{serve_with, BodyReadTimeout};
 pub use openapi::document as openapi_document;
 
 use crate::config::GatewayConfig;
 use crate::error::GatewayError;
+use crate::http_config::HttpConfig;
 
 /// The engine as the gateway shares it: searches take the read lock, catalog updates the write lock.
 pub type SharedEngine = Arc<RwLock<SearchEngine>>;
@@ -99,6 +102,11 @@ impl RestState {
     pub fn tokens(&self) -> &ApiTokens {
         &self.tokens
     }
+
+    /// The tokens as [`require_token`] takes them, to guard other routes (`/mcp`) the same way.
+    pub fn shared_tokens(&self) -> Arc<ApiTokens> {
+        self.tokens.clone()
+    }
 }
 
 fn with_405(route: MethodRouter<RestState>, allowed: &'static str) -> MethodRouter<RestState> {
@@ -128,7 +136,7 @@ pub fn routes(state: RestState) -> Router {
             with_405(post(handlers::get_tools_by_category), "POST"),
         )
         .route_layer(middleware::from_fn_with_state(
-            state.clone(),
+            state.shared_tokens(),
             auth::require_token,
         ));
     Router::new()
@@ -175,13 +183,12 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> 
     tokio::net::TcpListener::bind(addr).await
 }
 
-/// Serves `app` on `listener` until `shutdown` completes.
+/// Serves `app` on `listener` with the default `http` limits and rules ([`serve_with`]) until
+/// `shutdown` completes.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve_with(listener, app, HttpConfig::default(), shutdown).await
 }
