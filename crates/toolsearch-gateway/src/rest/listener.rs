@@ -85,7 +85,7 @@ pub async fn serve_with(
         };
         let Some((id, evicted)) = shared.admit() else {
             tracing::warn!(target: "http", %peer, max = shared.http.max_connections, "every connection is busy; refusing a new one with 503 (raise http.maxConnections if this is normal load)");
-            refuse(&stream);
+            refuse(stream);
             continue;
         };
         let shared = shared.clone();
@@ -113,8 +113,13 @@ fn is_per_connection(e: &std::io::Error) -> bool {
     )
 }
 
-/// Answers 503 on a connection the cap leaves no room for, without waiting on the client.
-fn refuse(stream: &TcpStream) {
+/// How long a refused connection is kept to read what the client sent before it is closed.
+const REFUSAL_LINGER: Duration = Duration::from_secs(1);
+
+/// Answers 503 on a connection the cap leaves no room for, then closes it. Closing a socket with
+/// unread input resets it, and a reset can destroy the answer before the client reads it; so the
+/// request is read (and dropped) for at most [`REFUSAL_LINGER`] and 64 KiB after the answer.
+fn refuse(stream: TcpStream) {
     let body = serde_json::json!({"error": {
         "code": "unavailable",
         "message": "the server is at its connection limit with every connection busy; retry shortly (the operator can raise http.maxConnections)",
@@ -124,8 +129,25 @@ fn refuse(stream: &TcpStream) {
         "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",
         body.len()
     );
-    // Best effort: a fresh socket's send buffer takes this at once, and it is dropped right after.
-    let _ = stream.try_write(response.as_bytes());
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut stream = stream;
+        let linger = async {
+            stream.write_all(response.as_bytes()).await?;
+            stream.shutdown().await?;
+            let mut sink = [0u8; 4096];
+            let mut left = 64 * 1024usize;
+            while left > 0 {
+                let n = stream.read(&mut sink).await?;
+                if n == 0 {
+                    break;
+                }
+                left = left.saturating_sub(n);
+            }
+            Ok::<(), std::io::Error>(())
+        };
+        let _ = tokio::time::timeout(REFUSAL_LINGER, linger).await;
+    });
 }
 
 async fn serve_connection(
