@@ -375,6 +375,19 @@ fn idle_and_half_sent_connections_are_closed_and_new_clients_served() {
     assert_eq!(answer.status, 200, "{}", answer.body);
     let answer = mcp_initialize(&addr, &[]);
     assert_eq!(answer.status, 200, "{}", answer.body);
+    // A kept-alive connection that had its answer and then goes quiet is closed too.
+    let mut kept_alive = TcpStream::connect(&addr).unwrap();
+    kept_alive
+        .write_all(
+            format!("POST /api/mcp-standard/list_categories HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n")
+                .as_bytes(),
+        )
+        .unwrap();
+    kept_alive.set_read_timeout(Some(GUARD)).unwrap();
+    let mut first = [0u8; 12];
+    kept_alive.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"HTTP/1.1 200", "answered before going idle");
+    idle.push(kept_alive);
     for (i, stream) in idle.iter_mut().enumerate() {
         assert!(
             closed_by_server(stream),

@@ -84,7 +84,8 @@ pub async fn serve_with(
             },
         };
         let Some((id, evicted)) = shared.admit() else {
-            tracing::warn!(target: "http", %peer, max = shared.http.max_connections, "every connection is busy; refusing a new one with 503 (raise http.maxConnections if this is normal load)");
+            // debug, not warn: a flood of connections must not become a flood of log lines.
+            tracing::debug!(target: "http", %peer, max = shared.http.max_connections, "every connection is busy; refusing a new one with 503 (raise http.maxConnections if this is normal load)");
             refuse(stream);
             continue;
         };
@@ -310,7 +311,7 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
                 .http
                 .check_request(self.shared.loopback, host.as_deref(), origin.as_deref())
         {
-            tracing::warn!(target: "http", host = ?host, origin = ?origin, "request refused: {refusal}");
+            tracing::debug!(target: "http", host = ?host, origin = ?origin, "request refused: {refusal}");
             let response = ApiError::Forbidden(refusal.to_string()).into_response();
             return Box::pin(async move { Ok(tracked(response, in_progress)) });
         }
