@@ -52,11 +52,16 @@ impl Drop for RestServer {
 }
 
 fn serve_rest(config: Option<&Path>) -> RestServer {
+    serve_rest_on("127.0.0.1:0", config, &[])
+}
+
+fn serve_rest_on(listen: &str, config: Option<&Path>, extra: &[&str]) -> RestServer {
     let mut command = toolsearch();
     command
         .args(["serve", "--rest-only", "--catalog"])
         .arg(catalog())
-        .args(["--http", "127.0.0.1:0"]);
+        .args(["--http", listen])
+        .args(extra);
     if let Some(config) = config {
         command.arg("--config").arg(config);
     }
@@ -82,7 +87,8 @@ fn serve_rest(config: Option<&Path>) -> RestServer {
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
         .expect("no address on the listening line")
-        .to_string();
+        // A wildcard listener is reached through loopback.
+        .replace("0.0.0.0", "127.0.0.1");
     RestServer { child, addr }
 }
 
@@ -547,6 +553,34 @@ fn allowed_hosts_and_origins_extend_the_loopback_rules() {
         mcp_initialize(&addr, &[("Origin", "https://other.example.com")]).status,
         403
     );
+}
+
+/// A listener beyond loopback (here `0.0.0.0`, reached through 127.0.0.1) takes its lists: only
+/// listed Hosts when `allowedHosts` is set, and no Origin unless listed.
+#[test]
+fn other_listeners_apply_the_allowed_lists() {
+    let config = write_config("[http]\nallowedHosts = [\"tools.example.com\"]\n");
+    let server = serve_rest_on("0.0.0.0:0", Some(&config), &["--insecure-no-auth"]);
+    let rest = |headers: &[(&str, &str)]| {
+        http(
+            &server.addr,
+            "POST",
+            "/api/mcp-standard/list_categories",
+            headers,
+            "",
+        )
+    };
+    assert_eq!(rest(&[("Host", "tools.example.com")]).status, 200);
+    assert_eq!(rest(&[("Host", "tools.example.com:8080")]).status, 200);
+    let other = rest(&[("Host", "other.example.com")]);
+    assert_eq!(other.status, 403, "{}", other.body);
+    assert!(other.body.contains("http.allowedHosts"), "{}", other.body);
+    // Not even a loopback page: beyond loopback, origins must be listed.
+    let page = rest(&[
+        ("Host", "tools.example.com"),
+        ("Origin", "http://localhost:3000"),
+    ]);
+    assert_eq!(page.status, 403, "{}", page.body);
 }
 
 #[test]

@@ -148,16 +148,21 @@ impl TryFrom<HttpConfigFile> for HttpConfig {
 /// Why a request's `Host` or `Origin` was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
-    Host(String),
+    /// The `Host`, and whether the listener is on loopback (the advice differs).
+    Host(String, bool),
     Origin(String),
 }
 
 impl std::fmt::Display for Refusal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Refusal::Host(host) => write!(
+            Refusal::Host(host, true) => write!(
                 f,
-                "Host `{host}` is not allowed on this listener (a guard against DNS rebinding); connect by a loopback name such as 127.0.0.1 or localhost, or add the name to http.allowedHosts"
+                "Host `{host}` is not allowed on this loopback listener (a guard against DNS rebinding); connect by a loopback name such as 127.0.0.1 or localhost, or add the name to http.allowedHosts"
+            ),
+            Refusal::Host(host, false) => write!(
+                f,
+                "Host `{host}` is not in http.allowedHosts; connect by one of the listed names, or add this one"
             ),
             Refusal::Origin(origin) => write!(
                 f,
@@ -189,7 +194,10 @@ impl HttpConfig {
             }
         };
         if !host_ok {
-            return Err(Refusal::Host(host.unwrap_or_default().to_string()));
+            return Err(Refusal::Host(
+                host.unwrap_or_default().to_string(),
+                loopback,
+            ));
         }
         if let Some(origin) = origin {
             let listed = self.origin_listed(origin);
@@ -330,7 +338,7 @@ mod tests {
             assert!(
                 matches!(
                     c.check_request(true, Some(host), None),
-                    Err(Refusal::Host(_))
+                    Err(Refusal::Host(..))
                 ),
                 "{host}"
             );
