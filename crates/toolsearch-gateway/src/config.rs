@@ -88,6 +88,9 @@ pub struct GatewayConfig {
     /// The `rest` section: the REST API's tokens and limits.
     #[serde(default)]
     pub rest: RestConfig,
+    /// The `http` section: the listener's limits and its `Host`/`Origin` rules.
+    #[serde(default)]
+    pub http: crate::http_config::HttpConfig,
 }
 
 /// The `rest` section.

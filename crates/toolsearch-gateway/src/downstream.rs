@@ -6,14 +6,11 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::http::{header, StatusCode};
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::middleware;
 use axum::Router;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
+    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -24,7 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{GatewayError, Result};
 use crate::gateway::Gateway;
-use crate::rest::{self, ApiTokens, RestState};
+use crate::http_config::HttpConfig;
+use crate::rest::{self, RestState};
 
 /// Where the MCP endpoint is mounted on the HTTP listener.
 pub const MCP_PATH: &str = "/mcp";
@@ -115,13 +113,77 @@ impl ServerHandler for GatewayService {
             .await;
         Ok(result.into())
     }
+
+    /// rmcp hands over as "custom" every request whose params do not fit its method, so a
+    /// `tools/call` without a `name` arrives here: that is invalid params (-32602), not an unknown
+    /// method.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, ErrorData> {
+        Err(custom_request_error(&request.method, request.params))
+    }
 }
 
-/// Serves one MCP session over stdin/stdout until the client closes it or `shutdown` fires.
+/// Request methods of MCP that rmcp parses into typed requests.
+const KNOWN_METHODS: [&str; 21] = [
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "prompts/get",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+    "resources/subscribe",
+    "resources/unsubscribe",
+    "completion/complete",
+    "logging/setLevel",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+    "skills/list",
+    "skills/get",
+    "subscriptions/listen",
+    "resources/directory/read",
+];
+
+/// The answer to a request rmcp could not type: invalid params for a known method, method not
+/// found otherwise.
+fn custom_request_error(method: &str, params: Option<Value>) -> ErrorData {
+    if !KNOWN_METHODS.contains(&method) {
+        return ErrorData::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("method `{method}` not found; this server answers initialize, ping, tools/list and tools/call"),
+            None,
+        );
+    }
+    let why = match (method, params) {
+        ("tools/call", Some(params)) => serde_json::from_value::<CallToolRequestParams>(params)
+            .err()
+            .map(|e| e.to_string()),
+        ("tools/call", None) => Some("params are missing".to_string()),
+        _ => None,
+    }
+    .unwrap_or_else(|| "they do not match the method's schema".to_string());
+    let hint = if method == "tools/call" {
+        "; send {\"name\": \"<tool>\", \"arguments\": {...}}"
+    } else {
+        ""
+    };
+    ErrorData::invalid_params(format!("invalid params for `{method}`: {why}{hint}"), None)
+}
+
+/// Serves one MCP session over stdin/stdout until the client closes it or `shutdown` fires. A
+/// malformed input line is answered with a JSON-RPC error and the session goes on
+/// ([`crate::stdio`]).
 pub async fn serve_stdio(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<()> {
     let service = GatewayService::new(gateway);
     let running = service
-        .serve_with_ct(rmcp::transport::stdio(), shutdown)
+        .serve_with_ct(crate::stdio::stdio(), shutdown)
         .await
         .map_err(|e| {
             GatewayError::Downstream(format!("the stdio client did not initialize: {e}"))
@@ -135,63 +197,64 @@ pub async fn serve_stdio(gateway: Arc<Gateway>, shutdown: CancellationToken) -> 
 }
 
 /// The HTTP app: the MCP endpoint at [`MCP_PATH`] beside the REST API, JSON 404s elsewhere.
-/// When API tokens are configured they guard `/mcp` as they guard the REST routes.
+/// When API tokens are configured they guard `/mcp` as they guard the REST routes, by the same
+/// check ([`rest::require_token`]). `Host` and `Origin` are checked for every route by the
+/// listener ([`rest::serve_with`]), so serve this app with [`serve_http`].
 pub fn http_app(
     gateway: Arc<Gateway>,
     rest_state: RestState,
-    addr: SocketAddr,
+    _addr: SocketAddr,
     shutdown: CancellationToken,
 ) -> Router {
-    let mut config = StreamableHttpServerConfig::default().with_cancellation_token(shutdown);
-    // Host checks stop DNS rebinding against a loopback listener; on any other address the
-    // operator decides who may connect (tokens, network).
-    if !addr.ip().is_loopback() {
-        config = config.disable_allowed_hosts();
-    }
+    // rmcp's own Host list would disagree with the listener's rules (`http.allowedHosts`, every
+    // 127.x address); the listener applies them to /mcp and the REST routes alike.
+    let config = StreamableHttpServerConfig::default()
+        .with_cancellation_token(shutdown)
+        .disable_allowed_hosts();
     let factory_gateway = gateway.clone();
     let mcp = StreamableHttpService::new(
         move || Ok(GatewayService::new(factory_gateway.clone())),
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let tokens = rest_state.tokens().clone();
-    let mcp_router = Router::new()
-        .route_service(MCP_PATH, mcp)
-        .route_layer(middleware::from_fn_with_state(tokens, require_token));
+    let mcp_router =
+        Router::new()
+            .route_service(MCP_PATH, mcp)
+            .route_layer(middleware::from_fn_with_state(
+                rest_state.shared_tokens(),
+                rest::require_token,
+            ));
     mcp_router
         .merge(rest::routes(rest_state))
         .fallback(rest::not_found)
 }
 
-/// Bearer-token check for `/mcp`, the same tokens as the REST API.
-async fn require_token(State(tokens): State<ApiTokens>, request: Request, next: Next) -> Response {
-    if tokens.is_empty() {
-        return next.run(request).await;
-    }
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
-    match presented {
-        Some(token) if tokens.accepts(token) => next.run(request).await,
-        _ => (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            "missing or invalid bearer token; send `Authorization: Bearer <token>` with one of rest.apiTokens",
-        )
-            .into_response(),
-    }
-}
-
-/// Serves [`http_app`] on `listener` until `shutdown` completes.
+/// Serves [`http_app`] on `listener` with the limits and rules of `http` until `shutdown`
+/// completes.
 pub async fn serve_http(
     listener: tokio::net::TcpListener,
     app: Router,
+    http: HttpConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<()> {
-    rest::serve(listener, app, shutdown)
+    rest::serve_with(listener, app, http, shutdown)
         .await
         .map_err(|e| GatewayError::Downstream(format!("the HTTP server failed: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_rmcp_cannot_type_are_invalid_params_or_unknown_methods() {
+        let e = custom_request_error("tools/call", Some(serde_json::json!({"arguments": {}})));
+        assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+        assert!(e.message.contains("name"), "{}", e.message);
+        let e = custom_request_error("tools/call", None);
+        assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+        let e = custom_request_error("tools/frobnicate", None);
+        assert_eq!(e.code, ErrorCode::METHOD_NOT_FOUND);
+        assert!(e.message.contains("tools/frobnicate"), "{}", e.message);
+    }
 }

@@ -7,15 +7,18 @@
 //! - [`Gateway`]: the upstreams' tools indexed in one engine, disclosure per session, calls routed.
 //! - [`downstream`]: the MCP server clients connect to (stdio, Streamable HTTP at `/mcp`).
 //! - [`offload`]: large upstream outputs stored per session and read back in pieces.
+//! - [`http_config`]: the `http` config section: the listener's limits and its `Host`/`Origin` rules.
 //! - [`rest`]: the REST API (`/api/mcp-standard/...`, `/api/openapi.json`) as an axum router.
 
 pub mod config;
 pub mod downstream;
 pub mod error;
 pub mod gateway;
+pub mod http_config;
 pub mod offload;
 pub mod rest;
 mod state;
+pub mod stdio;
 pub mod supervisor;
 pub mod upstream;
 

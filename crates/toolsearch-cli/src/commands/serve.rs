@@ -164,7 +164,7 @@ async fn serve_gateway_http(
         // Ends the open MCP streams so that the graceful shutdown does not wait on them.
         shutdown.cancel();
     };
-    downstream::serve_http(listener, app, stop)
+    downstream::serve_http(listener, app, config.http.clone(), stop)
         .await
         .context("the gateway's HTTP server failed")?;
     tracing::info!("gateway stopped");
@@ -215,9 +215,14 @@ async fn rest_only(args: ServeArgs) -> Result<()> {
         "toolsearch: REST API listening on http://{local} ({tool_count} tools, {auth}); spec at http://{local}{}",
         rest::OPENAPI_PATH
     );
-    rest::serve(listener, rest::router(state), shutdown_signal())
-        .await
-        .context("the REST server failed")?;
+    rest::serve_with(
+        listener,
+        rest::router(state),
+        config.http.clone(),
+        shutdown_signal(),
+    )
+    .await
+    .context("the REST server failed")?;
     tracing::info!("REST server stopped");
     Ok(())
 }

@@ -1,5 +1,13 @@
 //! The keyword query language: `a b` (OR), `a AND b`, `a OR b`, `"a phrase"`, `pre*`, `field:term`,
 //! and parentheses. A query that does not parse is read as plain words: never an error.
+//!
+//! Parentheses nest at most [`MAX_NESTING`] deep. A deeper query is broken syntax like any other
+//! and is read as plain words, so the tree the parser builds (and every walk over it: evaluation,
+//! printing, dropping) stays shallow whatever the input: a request of thousands of `(` must not
+//! exhaust the stack of the thread serving it.
+
+/// How deep parentheses may nest; deeper queries are read as plain words.
+pub const MAX_NESTING: usize = 32;
 
 /// Which part of a tool a clause is restricted to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -93,6 +101,8 @@ enum Lexeme {
 struct Parser {
     lexemes: Vec<Lexeme>,
     pos: usize,
+    /// Open parentheses around the current position.
+    depth: usize,
 }
 
 impl Parser {
@@ -100,6 +110,7 @@ impl Parser {
         Some(Self {
             lexemes: lex(input)?,
             pos: 0,
+            depth: 0,
         })
     }
 
@@ -152,7 +163,14 @@ impl Parser {
         self.pos += 1;
         match lexeme {
             Lexeme::Open => {
-                let q = self.parse_or()?;
+                // Refused before recursing: the recursion depth is bounded by MAX_NESTING.
+                if self.depth >= MAX_NESTING {
+                    return None;
+                }
+                self.depth += 1;
+                let q = self.parse_or();
+                self.depth -= 1;
+                let q = q?;
                 (self.lexemes.get(self.pos) == Some(&Lexeme::Close)).then(|| self.pos += 1)?;
                 Some(q)
             }
@@ -332,5 +350,58 @@ mod tests {
         assert_eq!(Query::parse("a)"), Query::Or(vec![term("a")]));
         assert_eq!(Query::parse("*"), Query::Or(vec![]));
         assert_eq!(Query::parse(""), Query::Or(vec![]));
+    }
+
+    /// The depth of the tree: an `Or`/`And` adds one level.
+    fn depth(q: &Query) -> usize {
+        match q {
+            Query::Or(items) | Query::And(items) => 1 + items.iter().map(depth).max().unwrap_or(0),
+            _ => 0,
+        }
+    }
+
+    #[test]
+    fn nesting_up_to_the_limit_is_parsed() {
+        let nested = format!(
+            "{}a OR b{}",
+            "(".repeat(MAX_NESTING),
+            ")".repeat(MAX_NESTING)
+        );
+        assert_eq!(Query::parse(&nested), Query::Or(vec![term("a"), term("b")]));
+        let grouped = format!(
+            "x AND {}a b{}",
+            "(".repeat(MAX_NESTING),
+            ")".repeat(MAX_NESTING)
+        );
+        assert_eq!(
+            Query::parse(&grouped),
+            Query::And(vec![term("x"), Query::Or(vec![term("a"), term("b")])])
+        );
+    }
+
+    #[test]
+    fn nesting_beyond_the_limit_is_read_as_plain_words() {
+        let deep = MAX_NESTING + 1;
+        let nested = format!("{}a AND b{}", "(".repeat(deep), ")".repeat(deep));
+        assert_eq!(Query::parse(&nested), Query::Or(vec![term("a"), term("b")]));
+    }
+
+    /// 100,000 nested parentheses once overflowed the stack of the parsing thread (and with it
+    /// the whole process); now they are plain words, and the tree is flat.
+    #[test]
+    fn a_hundred_thousand_nested_parentheses_do_not_overflow_the_stack() {
+        let n = 100_000;
+        for query in [
+            format!("{}x{}", "(".repeat(n), ")".repeat(n)),
+            "(".repeat(n),
+            format!("{}send email", "( a AND ".repeat(n)),
+        ] {
+            let parsed = Query::parse(&query);
+            assert!(depth(&parsed) <= MAX_NESTING + 2, "{}", depth(&parsed));
+        }
+        assert_eq!(
+            Query::parse(&format!("{}x{}", "(".repeat(n), ")".repeat(n))),
+            Query::Or(vec![term("x")])
+        );
     }
 }

@@ -1,15 +1,17 @@
 //! Bearer tokens. Tokens are kept as SHA-256 digests and compared in constant time, every token each
 //! time, so neither the content nor the length of a token leaks through response timing.
 
+use std::sync::Arc;
+
 use axum::extract::{Request, State};
 use axum::http::header::AUTHORIZATION;
+use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::error::ApiError;
-use super::RestState;
 use crate::error::GatewayError;
 
 /// The environment variable holding comma-separated tokens.
@@ -98,28 +100,34 @@ impl ApiTokens {
     }
 }
 
-/// The token of an `Authorization: Bearer <token>` header.
-fn bearer(request: &Request) -> Option<&str> {
-    let value = request.headers().get(AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.trim().split_once(' ')?;
+/// The token of an `Authorization: Bearer <token>` header; the scheme is case-insensitive
+/// (RFC 7235 §2.1), so `bearer` and `BEARER` are accepted as well.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let value = headers.get(AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.trim().split_once([' ', '\t'])?;
     scheme
         .eq_ignore_ascii_case("bearer")
         .then(|| token.trim())
         .filter(|t| !t.is_empty())
 }
 
-/// Lets the request through when no token is configured or it carries a valid one; 401 otherwise.
-pub(crate) async fn require_token(
-    State(state): State<RestState>,
+/// Whether a request with these headers may pass: no token is configured, or it carries one of
+/// them. The one check of both edges, `/mcp` and the REST routes.
+pub fn authorized(tokens: &ApiTokens, headers: &HeaderMap) -> bool {
+    tokens.is_empty() || bearer(headers).is_some_and(|token| tokens.accepts(token))
+}
+
+/// Middleware of `/mcp` and the REST routes: lets an [`authorized`] request through, answers 401
+/// with `WWW-Authenticate: Bearer` otherwise.
+pub async fn require_token(
+    State(tokens): State<Arc<ApiTokens>>,
     request: Request,
     next: Next,
 ) -> Response {
-    if state.tokens.is_empty() {
-        return next.run(request).await;
-    }
-    match bearer(&request) {
-        Some(token) if state.tokens.accepts(token) => next.run(request).await,
-        _ => ApiError::Unauthorized.into_response(),
+    if authorized(&tokens, request.headers()) {
+        next.run(request).await
+    } else {
+        ApiError::Unauthorized.into_response()
     }
 }
 
@@ -139,5 +147,34 @@ mod tests {
         assert!(ApiTokens::new([""]).is_err());
         assert!(ApiTokens::new(["a b"]).is_err());
         assert_eq!(format!("{tokens:?}"), "ApiTokens(2 configured)");
+    }
+
+    #[test]
+    fn the_scheme_is_case_insensitive() {
+        let tokens = ApiTokens::new(["alpha-token"]).unwrap();
+        let with = |value: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(AUTHORIZATION, value.parse().unwrap());
+            authorized(&tokens, &headers)
+        };
+        for ok in [
+            "Bearer alpha-token",
+            "bearer alpha-token",
+            "BEARER alpha-token",
+            "Bearer  alpha-token ",
+        ] {
+            assert!(with(ok), "{ok}");
+        }
+        for refused in [
+            "Bearer alpha-toke",
+            "Basic alpha-token",
+            "Bearer",
+            "alpha-token",
+            "Bearer: alpha-token",
+        ] {
+            assert!(!with(refused), "{refused}");
+        }
+        assert!(!authorized(&tokens, &HeaderMap::new()));
+        assert!(authorized(&ApiTokens::none(), &HeaderMap::new()));
     }
 }

@@ -11,6 +11,15 @@ pub enum ApiError {
     #[error("missing or invalid bearer token; send `Authorization: Bearer <token>` with a token from rest.apiTokens or TOOLSEARCH_API_TOKENS")]
     Unauthorized,
 
+    /// The request's `Host` or `Origin` is not allowed on this listener; the message says which
+    /// and what to change.
+    #[error("{0}")]
+    Forbidden(String),
+
+    /// The body did not arrive within `http.bodyReadTimeoutSecs`.
+    #[error("{0}")]
+    BodyTimeout(String),
+
     #[error("the request body is larger than {limit} bytes; send a smaller body")]
     PayloadTooLarge { limit: usize },
 
@@ -65,6 +74,8 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::BodyTimeout(_) => StatusCode::REQUEST_TIMEOUT,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::InvalidBody(_)
@@ -83,6 +94,8 @@ impl ApiError {
     pub fn code(&self) -> &'static str {
         match self {
             ApiError::Unauthorized => "unauthorized",
+            ApiError::Forbidden(_) => "forbidden",
+            ApiError::BodyTimeout(_) => "request_timeout",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::UnsupportedMediaType { .. } => "unsupported_media_type",
             ApiError::InvalidBody(_) => "invalid_body",
@@ -99,8 +112,10 @@ impl ApiError {
     }
 
     /// Every code, for the OpenAPI document.
-    pub const CODES: [&'static str; 13] = [
+    pub const CODES: [&'static str; 15] = [
         "unauthorized",
+        "forbidden",
+        "request_timeout",
         "payload_too_large",
         "unsupported_media_type",
         "invalid_body",

@@ -8,6 +8,7 @@ use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
+use super::listener::BodyReadTimeout;
 use super::RestState;
 
 /// A JSON request body. An empty body reads as `{}` whatever its content type, so endpoints without
@@ -37,7 +38,9 @@ impl<T: DeserializeOwned> FromRequest<RestState> for ApiJson<T> {
             .await
             .map_err(|rejection| {
                 let status = rejection.status();
-                if status == StatusCode::PAYLOAD_TOO_LARGE {
+                if let Some(timeout) = body_timeout(&rejection) {
+                    ApiError::BodyTimeout(timeout.to_string())
+                } else if status == StatusCode::PAYLOAD_TOO_LARGE {
                     ApiError::PayloadTooLarge {
                         limit: state.max_body_bytes,
                     }
@@ -65,6 +68,20 @@ impl<T: DeserializeOwned> FromRequest<RestState> for ApiJson<T> {
             .map(ApiJson)
             .map_err(|e| classify(&e))
     }
+}
+
+/// The listener's body deadline, when that is why the body could not be read.
+fn body_timeout<'a>(
+    rejection: &'a (dyn std::error::Error + 'static),
+) -> Option<&'a BodyReadTimeout> {
+    let mut error = Some(rejection);
+    while let Some(e) = error {
+        if let Some(timeout) = e.downcast_ref::<BodyReadTimeout>() {
+            return Some(timeout);
+        }
+        error = e.source();
+    }
+    None
 }
 
 /// Unknown fields get their own code: the message already names the field and the accepted ones.

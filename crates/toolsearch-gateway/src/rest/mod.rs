@@ -10,6 +10,7 @@ mod auth;
 mod error;
 mod extract;
 mod handlers;
+mod listener;
 mod openapi;
 
 use std::future::Future;
@@ -24,13 +25,15 @@ use axum::{middleware, Json, Router};
 use toolsearch_core::contract::ServerStatus;
 use toolsearch_core::SearchEngine;
 
-pub use auth::{ApiTokens, TOKENS_ENV};
+pub use auth::{authorized, require_token, ApiTokens, TOKENS_ENV};
 pub use error::ApiError;
+pub use listener::{serve_with, BodyReadTimeout};
 pub use openapi::document as openapi_document;
 pub use toolsearch_core::contract::{DEFAULT_LIMIT, MAX_LIMIT};
 
 use crate::config::GatewayConfig;
 use crate::error::GatewayError;
+use crate::http_config::HttpConfig;
 
 /// The engine as the gateway shares it: searches take the read lock, catalog updates the write lock.
 pub type SharedEngine = Arc<RwLock<SearchEngine>>;
@@ -109,6 +112,11 @@ impl RestState {
     pub fn tokens(&self) -> &ApiTokens {
         &self.tokens
     }
+
+    /// The tokens as [`require_token`] takes them, to guard other routes (`/mcp`) the same way.
+    pub fn shared_tokens(&self) -> Arc<ApiTokens> {
+        self.tokens.clone()
+    }
 }
 
 fn with_405(route: MethodRouter<RestState>, allowed: &'static str) -> MethodRouter<RestState> {
@@ -138,7 +146,7 @@ pub fn routes(state: RestState) -> Router {
             with_405(post(handlers::get_tools_by_category), "POST"),
         )
         .route_layer(middleware::from_fn_with_state(
-            state.clone(),
+            state.shared_tokens(),
             auth::require_token,
         ));
     Router::new()
@@ -185,13 +193,12 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> 
     tokio::net::TcpListener::bind(addr).await
 }
 
-/// Serves `app` on `listener` until `shutdown` completes.
+/// Serves `app` on `listener` with the default `http` limits and rules ([`serve_with`]) until
+/// `shutdown` completes.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await
+    serve_with(listener, app, HttpConfig::default(), shutdown).await
 }

@@ -42,7 +42,15 @@ fn common_errors(mut responses: Value) -> Value {
             "Malformed JSON, unknown fields (named in the message), or invalid values",
         ),
         ("401", "Missing or invalid bearer token"),
+        (
+            "403",
+            "`Host` or `Origin` not allowed on this listener (see `http.allowedHosts`, `http.allowedOrigins`)",
+        ),
         ("405", "Wrong HTTP method"),
+        (
+            "408",
+            "The request body did not arrive within `http.bodyReadTimeoutSecs`",
+        ),
         ("413", "Request body larger than the configured limit"),
         ("415", "A non-empty body that is not `application/json`"),
         ("500", "Internal error"),

@@ -1,0 +1,759 @@
+//! What one client can do to the server, tried on the real binary over real sockets and pipes:
+//! deeply nested queries (CLI, REST, MCP over HTTP and stdio), idle and half-sent connections,
+//! foreign `Host`/`Origin`, the bearer scheme's case, malformed stdio lines, and a `tools/call`
+//! without a name. Every wait on the server has a generous guard so a regression fails instead of
+//! hanging; no assertion is about speed.
+
+use std::io::{BufRead, BufReader, ErrorKind, Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+mod peers;
+use peers::{everything_js, serve_http, toml_str, toolsearch, venv_python};
+
+/// How long a test waits on the server before calling it hung (a guard, never a measurement).
+const GUARD: Duration = Duration::from_secs(60);
+
+fn catalog() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/catalog.json")
+}
+
+fn write_config(text: &str) -> PathBuf {
+    let path = peers::scratch("hardening-cli").join("gateway.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// `host:port` of a gateway started by [`serve_http`].
+fn addr_of(gateway: &peers::Gateway) -> String {
+    gateway
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string()
+}
+
+/// `toolsearch serve --rest-only` over the example catalog, killed when dropped.
+struct RestServer {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for RestServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve_rest(config: Option<&Path>) -> RestServer {
+    serve_rest_on("127.0.0.1:0", config, &[])
+}
+
+fn serve_rest_on(listen: &str, config: Option<&Path>, extra: &[&str]) -> RestServer {
+    let mut command = toolsearch();
+    command
+        .args(["serve", "--rest-only", "--catalog"])
+        .arg(catalog())
+        .args(["--http", listen])
+        .args(extra);
+    if let Some(config) = config {
+        command.arg("--config").arg(config);
+    }
+    let mut child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = lines
+        .by_ref()
+        .map(Result::unwrap)
+        .find(|line| line.contains("listening on"))
+        .expect("the server exited without listening");
+    std::thread::spawn(move || {
+        for line in lines.map_while(Result::ok) {
+            eprintln!("server: {line}");
+        }
+    });
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .expect("no address on the listening line")
+        // A wildcard listener is reached through loopback.
+        .replace("0.0.0.0", "127.0.0.1");
+    RestServer { child, addr }
+}
+
+/// An HTTP answer: status, headers (names lowercased) and body.
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: String,
+}
+
+impl Answer {
+    fn json(&self) -> Value {
+        serde_json::from_str(&self.body).unwrap_or_else(|e| panic!("not JSON ({e}): {}", self.body))
+    }
+
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The JSON-RPC messages of an SSE or JSON body.
+    fn messages(&self) -> Vec<Value> {
+        if self.body.trim_start().starts_with('{') {
+            return vec![self.json()];
+        }
+        self.body
+            .lines()
+            .filter_map(|l| l.strip_prefix("data:"))
+            .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+            .filter(Value::is_object)
+            .collect()
+    }
+}
+
+/// One HTTP/1.1 request on a fresh connection (`Connection: close`); `headers` are extra lines.
+/// The `Host` is the server's address unless `headers` gives one.
+fn http(addr: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Answer {
+    let mut stream = TcpStream::connect(addr).unwrap();
+    stream.set_read_timeout(Some(GUARD)).unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        head.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    if !body.is_empty() {
+        head.push_str("Content-Type: application/json\r\n");
+    }
+    head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
+    let mut raw = Vec::new();
+    stream
+        .read_to_end(&mut raw)
+        .unwrap_or_else(|e| panic!("no complete answer to {method} {path}: {e}"));
+    parse_answer(&String::from_utf8_lossy(&raw))
+}
+
+fn parse_answer(raw: &str) -> Answer {
+    let (head, body) = raw
+        .split_once("\r\n\r\n")
+        .unwrap_or_else(|| panic!("not an HTTP answer: {raw:?}"));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status line: {raw:?}"));
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect::<Vec<_>>();
+    let body = if headers
+        .iter()
+        .any(|(n, v)| n == "transfer-encoding" && v.eq_ignore_ascii_case("chunked"))
+    {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    Answer {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let Ok(size) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
+        if size == 0 || rest.len() < size {
+            break;
+        }
+        out.push_str(&rest[..size]);
+        body = rest[size..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+const MCP_HEADERS: [(&str, &str); 1] = [("Accept", "application/json, text/event-stream")];
+
+fn initialize_body() -> String {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "hardening-test", "version": "1"}}})
+    .to_string()
+}
+
+/// `initialize` on `/mcp` with extra headers.
+fn mcp_initialize(addr: &str, extra: &[(&str, &str)]) -> Answer {
+    let mut headers = MCP_HEADERS.to_vec();
+    headers.extend_from_slice(extra);
+    http(addr, "POST", "/mcp", &headers, &initialize_body())
+}
+
+/// Whether the server has closed `stream` (EOF or reset), reading whatever it sent first.
+fn closed_by_server(stream: &mut TcpStream) -> bool {
+    stream.set_read_timeout(Some(GUARD)).unwrap();
+    let mut buf = [0u8; 4096];
+    loop {
+        match stream.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::ConnectionReset | ErrorKind::ConnectionAborted
+                ) =>
+            {
+                return true
+            }
+            Err(_) => return false,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// 1. Deeply nested queries
+// ---------------------------------------------------------------------------------------------
+
+fn nested(depth: usize, inner: &str) -> String {
+    format!("{}{inner}", "(".repeat(depth))
+}
+
+#[test]
+fn cli_search_survives_deeply_nested_parentheses() {
+    // 16,000 levels aborted the CLI with a stack overflow; the query limit is 32,768 characters.
+    let query = nested(16_000, "open issue");
+    let output = toolsearch()
+        .arg("search")
+        .arg("--catalog")
+        .arg(catalog())
+        .arg("--json")
+        .arg(&query)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{:?}: {stderr}", output.status);
+    let found: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        found["tools"][0]["name"], "github___create_issue",
+        "{found}"
+    );
+}
+
+#[test]
+fn rest_search_survives_deeply_nested_parentheses() {
+    let server = serve_rest(None);
+    let body = json!({"query": nested(4_000, "open issue"), "limit": 3}).to_string();
+    let answer = http(
+        &server.addr,
+        "POST",
+        "/api/mcp-standard/search_tools",
+        &[],
+        &body,
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    // The first hit's name, whether the answer nests the tool (`tool.name`) or flattens it.
+    let first = &answer.json()["tools"][0];
+    let name = first["tool"]["name"].as_str().or(first["name"].as_str());
+    assert_eq!(name, Some("github___create_issue"), "{}", answer.body);
+    // Still serving.
+    let after = http(
+        &server.addr,
+        "POST",
+        "/api/mcp-standard/list_categories",
+        &[],
+        "",
+    );
+    assert_eq!(after.status, 200, "{}", after.body);
+}
+
+/// The official Python MCP client against the gateway (server-everything upstream): search_tools
+/// with 4,000 nested parentheses, then an ordinary search on the same session.
+fn mcp_search_survives_deeply_nested_parentheses(stdio: bool) {
+    let config = write_config(&format!(
+        "[mcpServers.everything]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n\n[toolSearch]\nthreshold = 5\n",
+        toml_str(&everything_js())
+    ));
+    let plan = json!([
+        {"op": "call", "name": "search_tools", "arguments": {"query": nested(4_000, "echo back a message")}},
+        {"op": "call", "name": "search_tools", "arguments": {"query": "echo back a message"}}
+    ]);
+    let mut command = Command::new(venv_python());
+    command
+        .arg(peers::client("mcp_client.py"))
+        .arg("--plan")
+        .arg(plan.to_string())
+        .env_remove("TOOLSEARCH_API_TOKENS");
+    let _gateway;
+    if stdio {
+        command
+            .arg("--stdio")
+            .arg(env!("CARGO_BIN_EXE_toolsearch"))
+            .args(["serve", "--stdio", "--config"])
+            .arg(&config);
+    } else {
+        let gateway = serve_http(&config);
+        command.arg("--url").arg(&gateway.url);
+        _gateway = gateway;
+    }
+    let output = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let report: Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("no JSON from the client ({e}): {stdout}\n{stderr}"));
+    assert!(
+        output.status.success() && report.get("fatal").is_none(),
+        "the client failed (the gateway died?): {report}\n{stderr}"
+    );
+    for step in report["steps"].as_array().unwrap() {
+        assert_eq!(step["is_error"], false, "{step}");
+        assert_eq!(
+            step["json"]["tools"][0]["name"], "everything___echo",
+            "{step}"
+        );
+    }
+}
+
+#[test]
+fn mcp_search_over_http_survives_deeply_nested_parentheses() {
+    mcp_search_survives_deeply_nested_parentheses(false);
+}
+
+#[test]
+fn mcp_search_over_stdio_survives_deeply_nested_parentheses() {
+    mcp_search_survives_deeply_nested_parentheses(true);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 3. Timeouts and the connection cap
+// ---------------------------------------------------------------------------------------------
+
+/// A gateway without upstreams, with the given extra config.
+fn bare_gateway(extra: &str) -> peers::Gateway {
+    serve_http(&write_config(&format!(
+        "[toolSearch]\npreset = \"search\"\n\n{extra}\n"
+    )))
+}
+
+/// Idle and half-sent connections, many more than the cap: a legitimate request still gets its
+/// answer, and every idle connection is closed by the server (made room for, or timed out).
+#[test]
+fn idle_and_half_sent_connections_are_closed_and_new_clients_served() {
+    let gateway = bare_gateway("[http]\nheaderReadTimeoutSecs = 1\nmaxConnections = 4\n");
+    let addr = addr_of(&gateway);
+    let mut idle = Vec::new();
+    for i in 0..24 {
+        let mut stream = TcpStream::connect(&addr).unwrap();
+        match i % 3 {
+            // Half a request line and some headers, never finished.
+            0 => stream
+                .write_all(
+                    b"POST /api/mcp-standard/list_categories HTTP/1.1\r\nHost: 127.0.0.1\r\n",
+                )
+                .unwrap(),
+            1 => stream.write_all(b"GET /api/open").unwrap(),
+            // Nothing at all.
+            _ => {}
+        }
+        idle.push(stream);
+    }
+    let answer = http(&addr, "POST", "/api/mcp-standard/list_categories", &[], "");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let answer = mcp_initialize(&addr, &[]);
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    // A kept-alive connection that had its answer and then goes quiet is closed too.
+    let mut kept_alive = TcpStream::connect(&addr).unwrap();
+    kept_alive
+        .write_all(
+            format!("POST /api/mcp-standard/list_categories HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\n\r\n")
+                .as_bytes(),
+        )
+        .unwrap();
+    kept_alive.set_read_timeout(Some(GUARD)).unwrap();
+    let mut first = [0u8; 12];
+    kept_alive.read_exact(&mut first).unwrap();
+    assert_eq!(&first, b"HTTP/1.1 200", "answered before going idle");
+    idle.push(kept_alive);
+    for (i, stream) in idle.iter_mut().enumerate() {
+        assert!(
+            closed_by_server(stream),
+            "idle connection {i} was left open"
+        );
+    }
+}
+
+/// A body that stops arriving is answered 408 once `bodyReadTimeoutSecs` passes, and the
+/// connection is closed.
+#[test]
+fn a_body_that_does_not_arrive_is_answered_408_and_closed() {
+    let gateway = bare_gateway("[http]\nbodyReadTimeoutSecs = 1\n");
+    let addr = addr_of(&gateway);
+    let mut stream = TcpStream::connect(&addr).unwrap();
+    stream.set_read_timeout(Some(GUARD)).unwrap();
+    stream
+        .write_all(
+            format!(
+                "POST /api/mcp-standard/search_tools HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{{\"query\": "
+            )
+            .as_bytes(),
+        )
+        .unwrap();
+    let mut raw = Vec::new();
+    stream
+        .read_to_end(&mut raw)
+        .expect("the server closes the connection");
+    let answer = parse_answer(&String::from_utf8_lossy(&raw));
+    assert_eq!(answer.status, 408, "{}", answer.body);
+    assert_eq!(answer.json()["error"]["code"], "request_timeout");
+    assert!(answer.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("http.bodyReadTimeoutSecs"));
+}
+
+/// At the cap with every connection busy (bodies still arriving), a new connection is answered
+/// 503 and closed rather than left waiting; once the busy ones go, new clients are served (after
+/// the server has seen them go: a bounded number of tries).
+#[test]
+fn at_the_cap_with_every_connection_busy_new_ones_get_503() {
+    let gateway = bare_gateway("[http]\nmaxConnections = 2\nbodyReadTimeoutSecs = 600\n");
+    let addr = addr_of(&gateway);
+    let mut busy = Vec::new();
+    for _ in 0..2 {
+        let mut stream = TcpStream::connect(&addr).unwrap();
+        stream.set_read_timeout(Some(GUARD)).unwrap();
+        stream
+            .write_all(
+                format!("POST /api/mcp-standard/search_tools HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n").as_bytes(),
+            )
+            .unwrap();
+        // `100 Continue` comes when the handler starts reading the body: the request is in
+        // progress from then on.
+        let mut buf = [0u8; 64];
+        let n = stream.read(&mut buf).expect("100 Continue");
+        assert!(
+            String::from_utf8_lossy(&buf[..n]).contains("100 Continue"),
+            "{:?}",
+            String::from_utf8_lossy(&buf[..n])
+        );
+        stream.write_all(b"{").unwrap();
+        busy.push(stream);
+    }
+    let refused = http(&addr, "POST", "/api/mcp-standard/list_categories", &[], "");
+    assert_eq!(refused.status, 503, "{}", refused.body);
+    assert_eq!(refused.json()["error"]["code"], "unavailable");
+    assert!(refused.body.contains("http.maxConnections"));
+    drop(busy);
+    let mut served = false;
+    for _ in 0..200 {
+        if http(&addr, "POST", "/api/mcp-standard/list_categories", &[], "").status == 200 {
+            served = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        served,
+        "new clients are served once the busy connections are gone"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. The edges agree: Host/Origin, bearer scheme, stdio errors, invalid params
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn foreign_host_or_origin_is_refused_on_mcp_and_rest() {
+    let gateway = bare_gateway("");
+    let addr = addr_of(&gateway);
+    let rest = |headers: &[(&str, &str)]| {
+        http(
+            &addr,
+            "POST",
+            "/api/mcp-standard/list_categories",
+            headers,
+            "",
+        )
+    };
+    // Loopback names and origins pass.
+    assert_eq!(mcp_initialize(&addr, &[]).status, 200);
+    assert_eq!(rest(&[]).status, 200);
+    let local_origin = [("Origin", "http://localhost:3000")];
+    assert_eq!(mcp_initialize(&addr, &local_origin).status, 200);
+    assert_eq!(rest(&local_origin).status, 200);
+    let localhost = format!("localhost:{}", addr.rsplit(':').next().unwrap());
+    assert_eq!(rest(&[("Host", localhost.as_str())]).status, 200);
+
+    for headers in [
+        &[("Host", "evil.example")][..],
+        &[("Host", "evil.example:8787")][..],
+        &[("Origin", "http://evil.example")][..],
+        &[("Origin", "null")][..],
+    ] {
+        let mcp = mcp_initialize(&addr, headers);
+        assert_eq!(mcp.status, 403, "/mcp with {headers:?}: {}", mcp.body);
+        assert_eq!(mcp.json()["error"]["code"], "forbidden");
+        let api = rest(headers);
+        assert_eq!(api.status, 403, "REST with {headers:?}: {}", api.body);
+        assert_eq!(api.json()["error"]["code"], "forbidden");
+        let spec = http(&addr, "GET", "/api/openapi.json", headers, "");
+        assert_eq!(spec.status, 403, "openapi with {headers:?}");
+    }
+    let refused = rest(&[("Origin", "http://evil.example")]);
+    let message = refused.json()["error"]["message"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(message.contains("http.allowedOrigins"), "{message}");
+}
+
+#[test]
+fn allowed_hosts_and_origins_extend_the_loopback_rules() {
+    let gateway = bare_gateway(
+        "[http]\nallowedHosts = [\"tools.internal\"]\nallowedOrigins = [\"https://agent.example.com\"]\n",
+    );
+    let addr = addr_of(&gateway);
+    let listed = [
+        ("Host", "tools.internal"),
+        ("Origin", "https://agent.example.com"),
+    ];
+    assert_eq!(mcp_initialize(&addr, &listed).status, 200);
+    assert_eq!(
+        http(
+            &addr,
+            "POST",
+            "/api/mcp-standard/list_categories",
+            &listed,
+            ""
+        )
+        .status,
+        200
+    );
+    assert_eq!(
+        mcp_initialize(&addr, &[("Origin", "https://other.example.com")]).status,
+        403
+    );
+}
+
+/// A listener beyond loopback (here `0.0.0.0`, reached through 127.0.0.1) takes its lists: only
+/// listed Hosts when `allowedHosts` is set, and no Origin unless listed.
+#[test]
+fn other_listeners_apply_the_allowed_lists() {
+    let config = write_config("[http]\nallowedHosts = [\"tools.example.com\"]\n");
+    let server = serve_rest_on("0.0.0.0:0", Some(&config), &["--insecure-no-auth"]);
+    let rest = |headers: &[(&str, &str)]| {
+        http(
+            &server.addr,
+            "POST",
+            "/api/mcp-standard/list_categories",
+            headers,
+            "",
+        )
+    };
+    assert_eq!(rest(&[("Host", "tools.example.com")]).status, 200);
+    assert_eq!(rest(&[("Host", "tools.example.com:8080")]).status, 200);
+    let other = rest(&[("Host", "other.example.com")]);
+    assert_eq!(other.status, 403, "{}", other.body);
+    assert!(other.body.contains("http.allowedHosts"), "{}", other.body);
+    // Not even a loopback page: beyond loopback, origins must be listed.
+    let page = rest(&[
+        ("Host", "tools.example.com"),
+        ("Origin", "http://localhost:3000"),
+    ]);
+    assert_eq!(page.status, 403, "{}", page.body);
+}
+
+#[test]
+fn bearer_scheme_is_case_insensitive_on_both_edges() {
+    let gateway = bare_gateway("[rest]\napiTokens = [\"edge-token\"]\n");
+    let addr = addr_of(&gateway);
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let value = format!("{scheme} edge-token");
+        let auth = [("Authorization", value.as_str())];
+        let mcp = mcp_initialize(&addr, &auth);
+        assert_eq!(mcp.status, 200, "/mcp with {value}: {}", mcp.body);
+        let api = http(
+            &addr,
+            "POST",
+            "/api/mcp-standard/list_categories",
+            &auth,
+            "",
+        );
+        assert_eq!(api.status, 200, "REST with {value}: {}", api.body);
+    }
+    for bad in [&[("Authorization", "bearer wrong")][..], &[][..]] {
+        let mcp = mcp_initialize(&addr, bad);
+        assert_eq!(mcp.status, 401, "/mcp with {bad:?}");
+        assert!(mcp
+            .header("www-authenticate")
+            .is_some_and(|v| v.starts_with("Bearer")));
+        let api = http(&addr, "POST", "/api/mcp-standard/list_categories", bad, "");
+        assert_eq!(api.status, 401, "REST with {bad:?}");
+        assert_eq!(mcp.json()["error"]["code"], api.json()["error"]["code"]);
+    }
+}
+
+/// A `tools/call` without a name over Streamable HTTP is invalid params (-32602).
+#[test]
+fn tools_call_without_a_name_is_invalid_params_over_http() {
+    let gateway = bare_gateway("");
+    let addr = addr_of(&gateway);
+    let init = mcp_initialize(&addr, &[]);
+    assert_eq!(init.status, 200, "{}", init.body);
+    let session = init
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_string();
+    let headers = [
+        MCP_HEADERS[0],
+        ("Mcp-Session-Id", session.as_str()),
+        ("Mcp-Protocol-Version", "2025-11-25"),
+    ];
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let answer = http(&addr, "POST", "/mcp", &headers, &initialized);
+    assert!(answer.status < 300, "{} {}", answer.status, answer.body);
+    for (id, params) in [(2, json!({})), (3, json!({"arguments": {"query": "x"}}))] {
+        let call = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": params})
+            .to_string();
+        let answer = http(&addr, "POST", "/mcp", &headers, &call);
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let reply = answer
+            .messages()
+            .into_iter()
+            .find(|m| m["id"] == json!(id))
+            .unwrap_or_else(|| panic!("no answer to id {id}: {}", answer.body));
+        assert_eq!(reply["error"]["code"], -32602, "{reply}");
+        assert!(
+            reply["error"]["message"].as_str().unwrap().contains("name"),
+            "{reply}"
+        );
+    }
+}
+
+/// The gateway on stdio, fed line by line; answers are read on a thread.
+struct StdioSession {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Drop for StdioSession {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl StdioSession {
+    fn start(config: &Path) -> Self {
+        let mut child = toolsearch()
+            .args(["serve", "--stdio", "--config"])
+            .arg(config)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    fn send(&mut self, line: &str) {
+        self.stdin.write_all(line.as_bytes()).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The next message the gateway writes (its own notifications are skipped).
+    fn next_answer(&mut self, after: &str) -> Value {
+        loop {
+            let line = self.lines.recv_timeout(GUARD).unwrap_or_else(|e| {
+                panic!("no answer after {after} ({e}): the caller would wait forever")
+            });
+            let message: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("stdout is not JSON-RPC ({e}): {line}"));
+            if message.get("method").is_none() {
+                return message;
+            }
+        }
+    }
+}
+
+#[test]
+fn malformed_stdio_lines_get_json_rpc_errors_and_the_session_goes_on() {
+    let mut session = StdioSession::start(&write_config("[toolSearch]\npreset = \"search\"\n"));
+    session.send(&initialize_body());
+    let init = session.next_answer("initialize");
+    assert_eq!(init["id"], 1, "{init}");
+    assert!(init["result"]["serverInfo"].is_object(), "{init}");
+    session.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+
+    session.send("this is not json");
+    let parse = session.next_answer("a line that is not JSON");
+    assert_eq!(parse["error"]["code"], -32700, "{parse}");
+    assert_eq!(parse["id"], Value::Null, "{parse}");
+
+    session.send(r#"{"jsonrpc":"2.0","id":2,"method":"tools/list""#);
+    let truncated = session.next_answer("a truncated message");
+    assert_eq!(truncated["error"]["code"], -32700, "{truncated}");
+
+    session.send(r#"{"jsonrpc":"1.0","id":3,"method":"tools/list"}"#);
+    let invalid = session.next_answer("a message with the wrong version");
+    assert_eq!(invalid["error"]["code"], -32600, "{invalid}");
+    assert_eq!(invalid["id"], 3, "{invalid}");
+
+    session.send(r#"[{"jsonrpc":"2.0","id":4,"method":"ping"}]"#);
+    let batch = session.next_answer("a batch");
+    assert_eq!(batch["error"]["code"], -32600, "{batch}");
+
+    session.send(r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{}}"#);
+    let nameless = session.next_answer("tools/call without a name");
+    assert_eq!(nameless["id"], 5, "{nameless}");
+    assert_eq!(nameless["error"]["code"], -32602, "{nameless}");
+
+    // The session is still alive.
+    session.send(r#"{"jsonrpc":"2.0","id":6,"method":"tools/list"}"#);
+    let list = session.next_answer("tools/list");
+    assert_eq!(list["id"], 6, "{list}");
+    let names: Vec<&str> = list["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{list}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    // No upstreams: the offload tools alone.
+    assert!(names.contains(&"read_large_output"), "{names:?}");
+}
