@@ -31,6 +31,8 @@ enum Command {
     Bench(commands::bench::BenchCommand),
     /// Run the MCP gateway (and REST API) over upstream MCP servers.
     Serve(commands::serve::ServeArgs),
+    /// Print the JSON Schemas of the search contract every face answers with.
+    Schema,
 }
 
 /// An error caused by the user's input: exit code 2 instead of 1.
@@ -60,6 +62,9 @@ fn main() -> ExitCode {
         Command::Eval(args) => commands::eval::run(args),
         Command::Bench(command) => commands::bench::run(command),
         Command::Serve(args) => commands::serve::run(args),
+        Command::Schema => serde_json::to_string_pretty(&toolsearch_core::contract::schemas())
+            .map(|text| println!("{text}"))
+            .map_err(Into::into),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

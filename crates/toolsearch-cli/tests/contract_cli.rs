@@ -136,3 +136,26 @@ fn every_face_writes_the_same_search_json() {
     assert_eq!(miss["totalMatches"], 0);
     assert_eq!(miss["fallback"]["kind"], "names");
 }
+
+#[test]
+fn docs_show_the_schemas_toolsearch_prints() {
+    let output = toolsearch().arg("schema").output().unwrap();
+    assert!(output.status.success());
+    let printed = String::from_utf8(output.stdout).unwrap();
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/CONTRACT.md"),
+    )
+    .unwrap();
+    let block = doc
+        .split("<!-- toolsearch schema -->\n```json\n")
+        .nth(1)
+        .and_then(|rest| rest.split("\n```").next())
+        .expect("docs/CONTRACT.md has the schema block");
+    assert_eq!(
+        block.trim(),
+        printed.trim(),
+        "docs/CONTRACT.md is stale: paste `toolsearch schema` into it"
+    );
+    let schemas: Value = serde_json::from_str(&printed).unwrap();
+    assert_eq!(schemas["SearchResults"]["type"], "object");
+}

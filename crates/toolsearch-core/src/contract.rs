@@ -11,7 +11,7 @@ use crate::search::{
     Fallback, Filters, MatchedOn, SearchEngine, SearchHit, SearchMode, SearchRequest,
     SearchResponse,
 };
-use crate::served::OneOrMany;
+use crate::served::{output_schema_for, schema_for, OneOrMany};
 use crate::tool::ToolId;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -339,5 +339,17 @@ pub fn tools_by_category(
         returned: tools.len(),
         next_offset: (end < response.total_matches).then_some(end),
         tools,
+    })
+}
+
+/// The contract's JSON Schemas, by name: what searches and category listings accept and return.
+/// `toolsearch schema` prints them; docs/CONTRACT.md shows them.
+pub fn schemas() -> Value {
+    serde_json::json!({
+        "SearchArgs": schema_for::<SearchArgs>(),
+        "SearchResults": output_schema_for::<SearchResults>(),
+        "CategoryList": output_schema_for::<CategoryList>(),
+        "CategoryArgs": schema_for::<CategoryArgs>(),
+        "CategoryTools": output_schema_for::<CategoryTools>(),
     })
 }
