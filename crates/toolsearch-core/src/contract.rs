@@ -119,12 +119,10 @@ pub struct ToolMatch {
     pub server_state: Option<String>,
 }
 
-/// The result of a search.
+/// One page of tools: how many matched in all, where this page starts and ends, and its tools.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct SearchResults {
-    pub query: String,
-    pub mode: SearchMode,
+pub struct Page {
     /// Tools that passed the filters and the threshold.
     pub total_matches: usize,
     pub offset: usize,
@@ -134,6 +132,35 @@ pub struct SearchResults {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_offset: Option<usize>,
     pub tools: Vec<ToolMatch>,
+}
+
+impl Page {
+    /// The page of `response` that starts at `offset`.
+    fn of(engine: &SearchEngine, response: &SearchResponse, offset: usize, schemas: bool) -> Self {
+        let tools: Vec<ToolMatch> = response
+            .tools
+            .iter()
+            .map(|hit| tool_match(engine, hit, schemas))
+            .collect();
+        let end = offset.saturating_add(tools.len());
+        Self {
+            total_matches: response.total_matches,
+            offset,
+            returned: tools.len(),
+            next_offset: (end < response.total_matches).then_some(end),
+            tools,
+        }
+    }
+}
+
+/// The result of a search.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SearchResults {
+    pub query: String,
+    pub mode: SearchMode,
+    #[serde(flatten)]
+    pub page: Page,
     /// What to do next, when there is something to say.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -169,12 +196,8 @@ pub struct CategoryArgs {
 #[serde(rename_all = "camelCase")]
 pub struct CategoryTools {
     pub category: CategoryInfo,
-    pub total_matches: usize,
-    pub offset: usize,
-    pub returned: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_offset: Option<usize>,
-    pub tools: Vec<ToolMatch>,
+    #[serde(flatten)]
+    pub page: Page,
 }
 
 /// Tells which servers cannot take calls right now, so that results can say so. The gateway
@@ -241,13 +264,8 @@ fn results(
     offset: usize,
     schemas: bool,
 ) -> SearchResults {
-    let tools: Vec<ToolMatch> = response
-        .tools
-        .iter()
-        .map(|hit| tool_match(engine, hit, schemas))
-        .collect();
-    let end = offset.saturating_add(tools.len());
-    let message = match (&response.fallback, tools.is_empty()) {
+    let page = Page::of(engine, &response, offset, schemas);
+    let message = match (&response.fallback, page.tools.is_empty()) {
         (Some(_), _) => Some(
             "No tool matched. Refine the query with the names, categories or servers in fallback."
                 .to_string(),
@@ -261,11 +279,7 @@ fn results(
     SearchResults {
         query: response.query,
         mode: response.mode,
-        total_matches: response.total_matches,
-        offset,
-        returned: tools.len(),
-        next_offset: (end < response.total_matches).then_some(end),
-        tools,
+        page,
         message,
         fallback: response.fallback,
     }
@@ -326,19 +340,9 @@ pub fn tools_by_category(
             ..Filters::default()
         },
     ))?;
-    let tools: Vec<ToolMatch> = response
-        .tools
-        .iter()
-        .map(|hit| tool_match(engine, hit, schemas))
-        .collect();
-    let end = offset.saturating_add(tools.len());
     Ok(CategoryTools {
         category,
-        total_matches: response.total_matches,
-        offset,
-        returned: tools.len(),
-        next_offset: (end < response.total_matches).then_some(end),
-        tools,
+        page: Page::of(engine, &response, offset, schemas),
     })
 }
 

@@ -82,7 +82,7 @@ pub fn run(args: SearchArgs) -> Result<()> {
 }
 
 fn print_table(results: &SearchResults) {
-    if results.tools.is_empty() {
+    if results.page.tools.is_empty() {
         println!("no tools match {:?}", results.query);
         match &results.fallback {
             Some(Fallback::Names { names }) => {
@@ -107,6 +107,7 @@ fn print_table(results: &SearchResults) {
         return;
     }
     let width = results
+        .page
         .tools
         .iter()
         .map(|t| t.name.chars().count())
@@ -117,18 +118,21 @@ fn print_table(results: &SearchResults) {
         "{:>3}  {:>6}  {:<width$}  {:<24}  DESCRIPTION",
         "#", "SCORE", "NAME", "MATCHED ON"
     );
-    for (i, tool) in results.tools.iter().enumerate() {
+    for (i, tool) in results.page.tools.iter().enumerate() {
         let matched: Vec<&str> = tool.matched_on.iter().map(|m| m.field).collect();
         println!(
             "{:>3}  {:>6.3}  {:<width$}  {:<24}  {}",
-            results.offset + i + 1,
+            results.page.offset + i + 1,
             tool.score,
             truncate(&tool.name, width),
             truncate(&matched.join(","), 24),
             truncate(tool.description.lines().next().unwrap_or_default(), 80)
         );
     }
-    println!("{} of {} matches", results.returned, results.total_matches);
+    println!(
+        "{} of {} matches",
+        results.page.returned, results.page.total_matches
+    );
 }
 
 fn truncate(text: &str, max: usize) -> String {

@@ -445,7 +445,7 @@ impl Disclosure {
                 let args: CategoryArgs = parse_arguments(name, arguments)?;
                 let schemas = self.config.preset == Preset::Search;
                 let mut listed = contract::tools_by_category(engine, &args, schemas)?;
-                self.mark_unavailable(&mut listed.tools);
+                self.mark_unavailable(&mut listed.page.tools);
                 Ok(unchanged(to_json(&listed)))
             }
             MetaTool::CallTool => {
@@ -581,7 +581,7 @@ impl Disclosure {
         engine: &SearchEngine,
     ) -> Result<SearchResults> {
         let mut results = contract::search(engine, args, options)?;
-        self.mark_unavailable(&mut results.tools);
+        self.mark_unavailable(&mut results.page.tools);
         Ok(results)
     }
 
@@ -604,6 +604,7 @@ impl Disclosure {
         };
         let results = self.run_search(&search, &self.search_options(true, limit), engine)?;
         let ids: Vec<ToolId> = results
+            .page
             .tools
             .iter()
             .map(|t| engine.naming().parse(&t.name))
@@ -641,7 +642,7 @@ impl Disclosure {
             &self.search_options(schemas, contract::DEFAULT_LIMIT),
             engine,
         )?;
-        if !schemas && !results.tools.is_empty() {
+        if !schemas && !results.page.tools.is_empty() {
             results.message = Some(format!("Call {ADD_TOOL} with the names you need."));
         }
         Ok(unchanged(to_json(&results)))
@@ -713,6 +714,7 @@ impl Disclosure {
         let limit = self.config.max_tools_limit.min(contract::MAX_LIMIT);
         let results = self.run_search(args, &self.search_options(false, limit), engine)?;
         let ids: Vec<ToolId> = results
+            .page
             .tools
             .iter()
             .map(|t| engine.naming().parse(&t.name))
@@ -785,6 +787,7 @@ impl Disclosure {
             ..SearchArgs::new(args.query)
         };
         Ok(contract::search(engine, &search, &options)?
+            .page
             .tools
             .into_iter()
             .map(|t| t.name)

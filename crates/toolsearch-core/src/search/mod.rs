@@ -194,13 +194,18 @@ impl SearchEngine {
 
     /// An engine over a catalog as it is (the default policy: every tool, names as given).
     pub fn from_catalog(catalog: Catalog, config: SearchConfig) -> Result<Self> {
+        Self::indexed(catalog, config, CatalogPolicy::default())
+    }
+
+    /// The engine over `catalog`, whose tools are already as `policy` wants them.
+    fn indexed(catalog: Catalog, config: SearchConfig, policy: CatalogPolicy) -> Result<Self> {
         let mut index = ToolIndex::new()?;
         index.rebuild(catalog.tools())?;
         Ok(Self {
             catalog,
             index,
             config,
-            policy: CatalogPolicy::default(),
+            policy,
         })
     }
 
@@ -219,14 +224,7 @@ impl SearchEngine {
                 .into_iter()
                 .flat_map(|(server, tools)| policy.apply(&server, tools)),
         )?;
-        let mut index = ToolIndex::new()?;
-        index.rebuild(catalog.tools())?;
-        Ok(Self {
-            catalog,
-            index,
-            config,
-            policy,
-        })
+        Self::indexed(catalog, config, policy)
     }
 
     pub fn from_tools(tools: impl IntoIterator<Item = Tool>) -> Result<Self> {

@@ -64,9 +64,9 @@ pub(crate) async fn search_tools(
     with_engine(&state, move |engine| {
         let mut results = contract::search(engine, &args, &SearchOptions::default())?;
         if let Some(status) = &status {
-            contract::mark_unavailable(&mut results.tools, status.as_ref());
+            contract::mark_unavailable(&mut results.page.tools, status.as_ref());
         }
-        tracing::debug!(target: "rest", total = results.total_matches, returned = results.returned, "search_tools");
+        tracing::debug!(target: "rest", total = results.page.total_matches, returned = results.page.returned, "search_tools");
         Ok(Json(results))
     })
     .await
@@ -88,7 +88,7 @@ pub(crate) async fn get_tools_by_category(
     with_engine(&state, move |engine| {
         let mut listed = contract::tools_by_category(engine, &args, true)?;
         if let Some(status) = &status {
-            contract::mark_unavailable(&mut listed.tools, status.as_ref());
+            contract::mark_unavailable(&mut listed.page.tools, status.as_ref());
         }
         Ok(Json(listed))
     })
