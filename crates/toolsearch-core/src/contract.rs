@@ -29,11 +29,12 @@ pub const DEFAULT_TOP_BAND: f32 = 0.5;
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SearchArgs {
-    /// Keywords, or a tool's exact name. Empty lists the tools that pass the filters.
+    /// Keywords, or a tool's exact name.
     #[serde(default)]
     pub query: String,
     /// keyword (default), regex or exact.
     #[serde(default)]
+    #[schemars(with = "SearchMode")]
     pub mode: Option<SearchMode>,
     /// Only tools of these servers.
     #[serde(default)]
@@ -44,12 +45,13 @@ pub struct SearchArgs {
     /// Only tools with any of these tags.
     #[serde(default)]
     pub tags: OneOrMany,
-    /// Results per page (at most 50).
+    /// Results per page (default 10).
     #[serde(default)]
-    #[schemars(range(min = 1, max = 50))]
+    #[schemars(with = "usize", range(min = 1, max = 50))]
     pub limit: Option<usize>,
     /// Skip this many results (the previous page's nextOffset).
     #[serde(default)]
+    #[schemars(with = "usize")]
     pub offset: Option<usize>,
 }
 
@@ -184,10 +186,11 @@ pub struct CategoryArgs {
     pub category: String,
     /// Skip this many tools (the previous page's nextOffset).
     #[serde(default)]
+    #[schemars(with = "usize")]
     pub offset: Option<usize>,
-    /// Tools per page (at most 50).
+    /// Tools per page (default 10).
     #[serde(default)]
-    #[schemars(range(min = 1, max = 50))]
+    #[schemars(with = "usize", range(min = 1, max = 50))]
     pub limit: Option<usize>,
 }
 

@@ -79,13 +79,14 @@ fn derive_schema<T: JsonSchema>(settings: SchemaSettings) -> Value {
         map.remove("title");
         map.remove("description");
     }
-    drop_number_formats(&mut value);
+    trim(&mut value);
     value
 }
 
-/// Removes `format` keywords that only name a Rust number type. Schemas derived from this crate's
-/// types are a few levels deep, so the recursion is bounded by them.
-fn drop_number_formats(value: &mut Value) {
+/// Removes what only restates Rust: `format` keywords naming a Rust number type, and defaults that
+/// say "absent" (`null`, `""`, `[]`). Schemas derived from this crate's types are a few levels
+/// deep, so the recursion is bounded by them.
+fn trim(value: &mut Value) {
     const RUST_FORMATS: [&str; 10] = [
         "uint", "uint8", "uint16", "uint32", "uint64", "int", "int32", "int64", "float", "double",
     ];
@@ -98,9 +99,18 @@ fn drop_number_formats(value: &mut Value) {
             {
                 map.remove("format");
             }
-            map.values_mut().for_each(drop_number_formats);
+            let empty_default = match map.get("default") {
+                Some(Value::Null) => true,
+                Some(Value::String(s)) => s.is_empty(),
+                Some(Value::Array(items)) => items.is_empty(),
+                _ => false,
+            };
+            if empty_default {
+                map.remove("default");
+            }
+            map.values_mut().for_each(trim);
         }
-        Value::Array(items) => items.iter_mut().for_each(drop_number_formats),
+        Value::Array(items) => items.iter_mut().for_each(trim),
         _ => {}
     }
 }
@@ -159,16 +169,9 @@ pub fn schema_problems(schema: &Value, instance: &Value) -> Vec<String> {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, JsonSchema)]
 #[serde(transparent)]
 #[schemars(transparent)]
-pub struct OneOrMany(#[schemars(with = "OneOrManySchema")] pub Vec<String>);
-
-/// Schema stand-in of [`OneOrMany`]: a string or an array of strings.
-#[derive(JsonSchema)]
-#[serde(untagged)]
-#[allow(dead_code)]
-enum OneOrManySchema {
-    One(String),
-    Many(Vec<String>),
-}
+// The schema says "array of strings" only: a lone string is accepted, but advertising both costs
+// tokens on every request for no gain.
+pub struct OneOrMany(#[schemars(with = "Vec<String>")] pub Vec<String>);
 
 impl<'de> Deserialize<'de> for OneOrMany {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
@@ -231,10 +234,17 @@ mod tests {
     fn arguments_parse_or_fail_with_every_problem() {
         let ok: Args = parse_arguments(
             "t",
-            serde_json::json!({"query": "x", "limit": 2, "server": "a"}),
+            serde_json::json!({"query": "x", "limit": 2, "server": ["a"]}),
         )
         .unwrap();
         assert_eq!(ok.server.0, vec!["a"]);
+        // The schema advertises a list; plain serde (the REST bodies) also takes one string.
+        assert!(
+            parse_arguments::<Args>("t", serde_json::json!({"query": "x", "server": "a"})).is_err()
+        );
+        let lenient: Args =
+            serde_json::from_value(serde_json::json!({"query": "x", "server": "a"})).unwrap();
+        assert_eq!(lenient.server.0, vec!["a"]);
         let many: Args =
             parse_arguments("t", serde_json::json!({"query": "x", "server": ["a", "b"]})).unwrap();
         assert_eq!(many.server.0, vec!["a", "b"]);

@@ -44,10 +44,11 @@ pub struct AddToolArgs {
 pub struct ShowAllArgs {
     /// Skip this many names (the previous page's nextOffset).
     #[serde(default)]
+    #[schemars(with = "usize")]
     pub offset: Option<usize>,
-    /// Names per page (at most 500).
+    /// Names per page (default 200).
     #[serde(default)]
-    #[schemars(range(min = 1, max = 500))]
+    #[schemars(with = "usize", range(min = 1, max = 500))]
     pub limit: Option<usize>,
 }
 
