@@ -210,7 +210,11 @@ pub enum Transport {
 
 impl ServerConfig {
     /// The transport this entry describes, or why it describes none.
-    pub fn transport(&self) -> Result<Transport, String> {
+    pub fn transport(&self) -> Result<Transport, InvalidServerEntry> {
+        self.checked_transport().map_err(InvalidServerEntry)
+    }
+
+    fn checked_transport(&self) -> Result<Transport, String> {
         let kind = self
             .transport_type
             .as_deref()
@@ -293,6 +297,12 @@ fn check_header(name: &str, value: &str) -> Result<(), String> {
     })?;
     Ok(())
 }
+
+/// A server entry that names no usable transport; the message says what is wrong with it and
+/// what to do (it reads after "server `name`").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidServerEntry(pub String);
 
 /// The `toolSearch` section.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
