@@ -16,7 +16,7 @@ pub enum GatewayError {
     #[error("unknown upstream server `{server}`; configured servers: {known}")]
     UnknownServer { server: String, known: String },
 
-    #[error("upstream server `{server}` is unavailable ({state}); the gateway restarts it automatically, try again later or check its logs (target `upstream`)")]
+    #[error("server `{server}` is down ({state}); the gateway restarts it automatically: try again later, or check its logs (target `upstream`)")]
     ServerUnavailable { server: String, state: ServerState },
 
     #[error("tool `{tool}` of server `{server}` is excluded by toolSearch.selectedServers/selectedTools; change the filter to expose it")]
