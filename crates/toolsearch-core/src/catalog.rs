@@ -170,7 +170,7 @@ pub enum ToolRejection {
     DuplicateName,
     #[error("its name holds the control or bidirectional-formatting character U+{0:04X}, which can disguise a name to a reader; the server must rename it")]
     HiddenCharacter(u32),
-    #[error("its input schema nests {depth} levels deep, deeper than the limit of {max}; the server must flatten it")]
+    #[error("its input schema nests at least {depth} levels deep, deeper than the limit of {max}; the server must flatten it")]
     SchemaTooDeep { depth: usize, max: usize },
 }
 
@@ -233,11 +233,11 @@ pub fn is_hidden_character(c: char) -> bool {
 
 /// How deeply a JSON text nests objects and arrays (`{}` is 1, a scalar 0), read without building
 /// a tree, so any depth is safe. Brackets inside strings do not count.
-pub fn json_depth(text: &str) -> usize {
+pub fn json_depth(text: impl AsRef<[u8]>) -> usize {
     let (mut depth, mut max) = (0usize, 0usize);
     let mut in_string = false;
     let mut escaped = false;
-    for b in text.bytes() {
+    for &b in text.as_ref() {
         if in_string {
             match (escaped, b) {
                 (true, _) => escaped = false,
@@ -365,6 +365,6 @@ mod tests {
         assert_eq!(json_depth(r#"{"a":"{[{[\"{"}"#), 1);
         assert_eq!(json_depth(r#"[[1],{"b":[]}]"#), 3);
         assert_eq!(json_depth("3"), 0);
-        assert_eq!(json_depth(&"[".repeat(100_000)), 100_000);
+        assert_eq!(json_depth("[".repeat(100_000)), 100_000);
     }
 }
