@@ -40,7 +40,15 @@ pub enum GatewayError {
         error: Box<rmcp::ErrorData>,
     },
 
-    /// The connection failed while the call was in flight.
+    /// The connection closed while the call was in flight: the server went down.
+    #[error("server `{server}` is down (its connection closed during the call to `{tool}`: {message}); the gateway restarts it automatically: try again later, or check its logs (target `upstream`)")]
+    ConnectionLost {
+        server: String,
+        tool: String,
+        message: String,
+    },
+
+    /// The call failed in the MCP library for another reason.
     #[error("call to `{tool}` on server `{server}` failed: {message}; the server is restarted automatically if it went down")]
     CallFailed {
         server: String,

@@ -440,6 +440,11 @@ impl UpstreamManager {
                         let _ = slot.signals.send(Signal::ConnectionLost(format!(
                             "the connection failed during a call: {message}"
                         )));
+                        return Err(GatewayError::ConnectionLost {
+                            server: server.to_string(),
+                            tool: tool.to_string(),
+                            message,
+                        });
                     }
                     Err(GatewayError::CallFailed {
                         server: server.to_string(),
