@@ -601,6 +601,18 @@ fn a_tool_of_a_server_that_is_down_is_said_so_not_unknown() {
         )
         .unwrap_err();
     assert!(matches!(err, Error::ServerDown { .. }), "{err:?}");
+    // And when it is asked for by name to reveal it.
+    let mut d_add = disclosure(Preset::Add);
+    d_add.set_server_status(std::sync::Arc::new(OneDown));
+    let err = d_add
+        .dispatch(
+            "s",
+            "add_tool",
+            json!({"names": ["mail___send_mail"]}),
+            &engine,
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::ServerDown { .. }), "{err:?}");
     // A server that is up, or no server part at all, still gets did-you-mean.
     let err = d
         .prepare_call("weather___get_wether", json!({}), &engine)

@@ -677,12 +677,7 @@ impl Disclosure {
         for name in args.names {
             match engine.resolve(&name) {
                 Some(tool) => ids.push(tool.id()),
-                None => {
-                    return Err(Error::UnknownTool {
-                        suggestions: engine.suggest(&name, 5),
-                        name,
-                    })
-                }
+                None => return Err(self.unresolved(&name, engine)),
             }
         }
         let requested: Vec<String> = ids
