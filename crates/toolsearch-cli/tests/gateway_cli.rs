@@ -278,8 +278,11 @@ fn upstream_killed_mid_session_is_restarted() {
     let down = step(&report, 3);
     assert_eq!(down["is_error"], true, "{down}");
     assert!(
-        down["text"].as_str().unwrap().contains("`everything`"),
-        "the error names the server: {down}"
+        down["text"]
+            .as_str()
+            .unwrap()
+            .contains("server `everything` is down ("),
+        "the error says the server is down: {down}"
     );
     // The other upstream is unaffected.
     assert_eq!(step(&report, 4)["is_error"], false);
@@ -319,12 +322,197 @@ fn upstream_that_never_starts_leaves_the_others_served() {
         json!([
             {"op": "call", "name": "search_tools", "arguments": {"query": "echo"}},
             {"op": "call", "name": "everything___echo", "arguments": {"message": "still here"}},
-            {"op": "call", "name": "call_tool", "arguments": {"name": "broken___anything", "arguments": {}}}
+            {"op": "call", "name": "call_tool", "arguments": {"name": "broken___anything", "arguments": {}}},
+            {"op": "call", "name": "broken___anything", "arguments": {}}
         ]),
     );
     assert_eq!(found(step(&report, 0))[0], "everything___echo");
     assert_eq!(step(&report, 1)["text"], "Echo: still here");
-    assert_eq!(step(&report, 2)["is_error"], true);
+    // Its tools were never listed: a call says the server is down and why, through call_tool and
+    // directly, not "unknown tool" with did-you-mean names.
+    for index in [2, 3] {
+        let down = step(&report, index);
+        assert_eq!(down["is_error"], true, "{down}");
+        let text = down["text"].as_str().unwrap();
+        assert!(text.contains("server `broken` is down ("), "{down}");
+        assert!(text.contains("last error: cannot start"), "{down}");
+        assert!(down["json"].get("didYouMean").is_none(), "{down}");
+    }
+}
+
+/// A config with server-everything and the faulty Python server (tests/clients/faulty_server.py).
+fn faulty_config(dir: &Path) -> PathBuf {
+    let faulty = format!(
+        "[mcpServers.faulty]\ncommand = {}\nargs = [{}]",
+        toml_str(&peers::venv_python()),
+        toml_str(&peers::client("faulty_server.py")),
+    );
+    config(dir, &everything_plain(), "", &faulty)
+}
+
+/// One bad tool definition (empty name, duplicate name, a schema nested 200 levels, a
+/// right-to-left override in the name) is left out alone, with a warning naming it; its siblings
+/// are searchable and callable. A result nested 250 levels fails the call with a reason instead of
+/// a timeout.
+#[test]
+fn bad_tool_definitions_are_left_out_one_by_one() {
+    let dir = scratch();
+    let config = faulty_config(&dir);
+    let (report, log) = peers::run_client_with(
+        "mcp_client.py",
+        Transport::Stdio,
+        &config,
+        &json!([
+            {"op": "call", "name": "search_tools", "arguments": {"query": "good sibling echoes", "limit": 20}},
+            {"op": "call", "name": "call_tool", "arguments": {"name": "faulty___sibling_alpha", "arguments": {"x": "a"}}},
+            {"op": "call", "name": "call_tool", "arguments": {"name": "faulty___sibling_beta", "arguments": {"x": "b"}}},
+            {"op": "call", "name": "call_tool", "arguments": {"name": "faulty___deep_result", "arguments": {}}},
+            {"op": "call", "name": "search_tools", "arguments": {"query": "schema nests reorders name second definition", "limit": 50}},
+            {"op": "call", "name": "call_tool", "arguments": {"name": "everything___echo", "arguments": {"message": "still here"}}}
+        ]),
+        &[("RUST_LOG", "warn")],
+    );
+    let siblings = found(step(&report, 0));
+    assert!(
+        siblings.contains(&"faulty___sibling_alpha".to_string()),
+        "{siblings:?}"
+    );
+    assert!(
+        siblings.contains(&"faulty___sibling_beta".to_string()),
+        "{siblings:?}"
+    );
+    // The first definition of the duplicated name is the one kept.
+    assert_eq!(step(&report, 1)["text"], "sibling_alpha: a");
+    assert_eq!(step(&report, 2)["text"], "sibling_beta: b");
+    let deep = step(&report, 3);
+    assert_eq!(deep["is_error"], true, "{deep}");
+    let text = deep["text"].as_str().unwrap();
+    assert!(
+        text.contains("nests 252 levels deep, more than the 100 the gateway reads"),
+        "{deep}"
+    );
+    assert!(!text.contains("did not answer"), "not a timeout: {deep}");
+    let faulty: Vec<String> = found(step(&report, 4))
+        .into_iter()
+        .filter(|name| name.starts_with("faulty___"))
+        .collect();
+    for absent in [
+        "faulty___deep_schema",
+        "faulty___",
+        "faulty___evil\u{202e}txt",
+    ] {
+        assert!(
+            !faulty.contains(&absent.to_string()),
+            "{absent} in {faulty:?}"
+        );
+    }
+    assert!(faulty.iter().all(|n| !n.contains('\u{202e}')), "{faulty:?}");
+    assert_eq!(step(&report, 5)["text"], "Echo: still here");
+    // One warning per tool left out, naming the server, the tool and why.
+    let log = without_ansi(&log);
+    let left_out: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("tool left out") && l.contains("faulty"))
+        .collect();
+    assert_eq!(left_out.len(), 4, "{log}");
+    for (tool, why) in [
+        ("tool=\"\"", "its name is empty"),
+        ("tool=\"sibling_alpha\"", "lists this name twice"),
+        ("tool=\"deep_schema\"", "input schema nests"),
+        ("tool=\"evil\\u{202e}txt\"", "U+202E"),
+    ] {
+        assert!(
+            left_out.iter().any(|l| l.contains(tool) && l.contains(why)),
+            "no warning with {tool} and {why}: {left_out:#?}"
+        );
+    }
+}
+
+/// `text` without terminal colour sequences (`ESC [ ... m`).
+fn without_ansi(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            for c in chars.by_ref() {
+                if c == 'm' {
+                    break;
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The listener opens at once: with an upstream that never answers `initialize` and a start-up
+/// limit of 60 s, the listening line comes, a REST search and an MCP session are answered, and
+/// the other upstream joins, all while the silent one is still starting.
+#[test]
+fn the_listener_opens_before_a_silent_upstream_answers() {
+    let dir = scratch();
+    // Reads its stdin and never answers.
+    let silent = format!(
+        "[mcpServers.silent]\ncommand = {}\nargs = [\"-c\", \"import sys; sys.stdin.read()\"]\n\n[supervisor]\nstartupTimeoutSecs = 60",
+        toml_str(&peers::venv_python()),
+    );
+    let text = format!(
+        "{}\n\n{silent}\n\n[toolSearch]\nthreshold = 5\n",
+        everything_plain()
+    );
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut child = toolsearch()
+        .args(["serve", "--config"])
+        .arg(&config)
+        .args(["--http", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
+    let line = lines
+        .by_ref()
+        .map(Result::unwrap)
+        .find(|line| line.contains("listening on"))
+        .expect("the gateway exited without listening");
+    std::thread::spawn(move || lines.for_each(drop));
+    let url = line
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap()
+        .to_string();
+    let addr = url.trim_end_matches("/mcp").to_string();
+    let (status, body) = peers::http(
+        &addr,
+        "POST",
+        "/api/mcp-standard/search_tools",
+        None,
+        Some(r#"{"query": "echo"}"#),
+    );
+    assert_eq!(status, 200, "{body}");
+    let report = peers::run_client_at(
+        "mcp_client.py",
+        &format!("http://{url}"),
+        &json!([
+            {"op": "call", "name": "call_tool", "arguments": {"name": "silent___anything", "arguments": {}}},
+            {"op": "call_until_ok", "name": "call_tool", "arguments": {"name": "everything___echo", "arguments": {"message": "joined"}}},
+            {"op": "call", "name": "call_tool", "arguments": {"name": "silent___anything", "arguments": {}}}
+        ]),
+    );
+    for index in [0, 2] {
+        let text = step(&report, index)["text"].as_str().unwrap().to_string();
+        assert!(
+            text.contains("server `silent` is down (starting, attempt 1)"),
+            "{text}"
+        );
+    }
+    assert_eq!(step(&report, 1)["text"], "Echo: joined");
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// A malformed config stops the start with exit code 2, naming the file and the key.

@@ -309,7 +309,7 @@ fn mcp_search_survives_deeply_nested_parentheses(stdio: bool) {
         command
             .arg("--stdio")
             .arg(env!("CARGO_BIN_EXE_toolsearch"))
-            .args(["serve", "--stdio", "--config"])
+            .args(["serve", "--stdio", "--wait-for-upstreams", "--config"])
             .arg(&config);
     } else {
         let gateway = serve_http(&config);
@@ -667,7 +667,7 @@ impl Drop for StdioSession {
 impl StdioSession {
     fn start(config: &Path) -> Self {
         let mut child = toolsearch()
-            .args(["serve", "--stdio", "--config"])
+            .args(["serve", "--stdio", "--wait-for-upstreams", "--config"])
             .arg(config)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

@@ -156,6 +156,110 @@ impl Catalog {
     }
 }
 
+/// How deeply a tool's input schema may nest (objects and arrays, the outermost object counting
+/// one). Real schemas stay well under 20; deeper ones are refused tool by tool, so that walking a
+/// schema (validation, provider rewrites) never recurses without bound.
+pub const MAX_SCHEMA_DEPTH: usize = 64;
+
+/// Why one tool was left out of its server's tools.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolRejection {
+    #[error("its name is empty; the server must give every tool a name")]
+    EmptyName,
+    #[error("the server lists this name twice; the first definition is kept")]
+    DuplicateName,
+    #[error("its name holds the control or bidirectional-formatting character U+{0:04X}, which can disguise a name to a reader; the server must rename it")]
+    HiddenCharacter(u32),
+    #[error("its input schema nests at least {depth} levels deep, deeper than the limit of {max}; the server must flatten it")]
+    SchemaTooDeep { depth: usize, max: usize },
+}
+
+/// One tool left out of its server's tools, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    pub server: String,
+    /// The name as listed (may be empty or hold the very characters that were refused).
+    pub name: String,
+    pub reason: ToolRejection,
+}
+
+/// Checks a server's tools one by one and keeps the good ones, in their order: a tool with an
+/// empty name, a control or bidirectional-formatting character in its name, a name already kept
+/// (the first is kept), or an input schema nested deeper than [`MAX_SCHEMA_DEPTH`] is left out,
+/// and only that tool. Each tool's `server` is set to `server`.
+pub fn validate_tools(server: &str, tools: Vec<Tool>) -> (Vec<Tool>, Vec<Rejected>) {
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut kept = Vec::with_capacity(tools.len());
+    let mut rejected = Vec::new();
+    for mut tool in tools {
+        tool.server = server.to_string();
+        let reason = if tool.name.trim().is_empty() {
+            Some(ToolRejection::EmptyName)
+        } else if let Some(c) = tool.name.chars().find(|&c| is_hidden_character(c)) {
+            Some(ToolRejection::HiddenCharacter(u32::from(c)))
+        } else if seen.contains(&tool.name) {
+            Some(ToolRejection::DuplicateName)
+        } else {
+            let depth = json_depth(tool.input_schema.as_str());
+            (depth > MAX_SCHEMA_DEPTH).then_some(ToolRejection::SchemaTooDeep {
+                depth,
+                max: MAX_SCHEMA_DEPTH,
+            })
+        };
+        match reason {
+            Some(reason) => rejected.push(Rejected {
+                server: server.to_string(),
+                name: tool.name,
+                reason,
+            }),
+            None => {
+                seen.insert(tool.name.clone());
+                kept.push(tool);
+            }
+        }
+    }
+    (kept, rejected)
+}
+
+/// Control characters, and the Unicode characters that reorder or hide text: the bidirectional
+/// embeddings, overrides, isolates and marks, zero-width characters and the byte-order mark.
+pub fn is_hidden_character(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}'
+        )
+}
+
+/// How deeply a JSON text nests objects and arrays (`{}` is 1, a scalar 0), read without building
+/// a tree, so any depth is safe. Brackets inside strings do not count.
+pub fn json_depth(text: impl AsRef<[u8]>) -> usize {
+    let (mut depth, mut max) = (0usize, 0usize);
+    let mut in_string = false;
+    let mut escaped = false;
+    for &b in text.as_ref() {
+        if in_string {
+            match (escaped, b) {
+                (true, _) => escaped = false,
+                (false, b'\\') => escaped = true,
+                (false, b'"') => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -201,5 +305,66 @@ mod tests {
         assert_eq!(c.resolve("read_file", &naming).unwrap().server, "fs");
         assert!(c.resolve("nope", &naming).is_none());
         assert_eq!(c.suggest("create_isue", &naming, 3)[0], "gh___create_issue");
+    }
+
+    fn deep_schema(name: &str, levels: usize) -> Tool {
+        let mut text = String::new();
+        for _ in 0..levels - 1 {
+            text.push_str(r#"{"type":"object","properties":{"a":"#);
+        }
+        text.push_str(r#"{"type":"string"}"#);
+        for _ in 0..levels - 1 {
+            text.push_str("}}");
+        }
+        let mut t = tool("s", name);
+        t.input_schema = crate::ToolSchema::from_value(serde_json::from_str(&text).unwrap());
+        t
+    }
+
+    #[test]
+    fn validation_drops_only_the_bad_tools_and_says_why() {
+        let tools = vec![
+            tool("x", "good"),
+            tool("x", ""),
+            tool("x", "good"),
+            tool("x", "evil\u{202E}txt"),
+            tool("x", "bell\u{7}"),
+            deep_schema("deep", 32),
+            deep_schema("deeper", 40),
+            tool("x", "other"),
+        ];
+        let (kept, rejected) = validate_tools("s", tools);
+        let names: Vec<&str> = kept.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["good", "deep", "other"]);
+        assert!(kept.iter().all(|t| t.server == "s"));
+        let reasons: Vec<(&str, &ToolRejection)> = rejected
+            .iter()
+            .map(|r| (r.name.as_str(), &r.reason))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                ("", &ToolRejection::EmptyName),
+                ("good", &ToolRejection::DuplicateName),
+                ("evil\u{202E}txt", &ToolRejection::HiddenCharacter(0x202E)),
+                ("bell\u{7}", &ToolRejection::HiddenCharacter(7)),
+                (
+                    "deeper",
+                    &ToolRejection::SchemaTooDeep {
+                        depth: 79,
+                        max: MAX_SCHEMA_DEPTH
+                    }
+                ),
+            ]
+        );
+        assert!(rejected[4].reason.to_string().contains("79 levels"));
+    }
+
+    #[test]
+    fn depth_ignores_brackets_in_strings() {
+        assert_eq!(json_depth(r#"{"a":"{[{[\"{"}"#), 1);
+        assert_eq!(json_depth(r#"[[1],{"b":[]}]"#), 3);
+        assert_eq!(json_depth("3"), 0);
+        assert_eq!(json_depth("[".repeat(100_000)), 100_000);
     }
 }

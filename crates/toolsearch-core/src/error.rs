@@ -55,6 +55,13 @@ pub enum Error {
         suggestions: Vec<String>,
     },
 
+    #[error("server `{server}` is down ({state}); `{tool}` can be called once it is back: try again later, or use another tool")]
+    ServerDown {
+        server: String,
+        tool: String,
+        state: String,
+    },
+
     #[error("invalid setting: {0}")]
     InvalidSetting(String),
 

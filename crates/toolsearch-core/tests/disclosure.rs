@@ -567,6 +567,61 @@ fn unknown_tool_has_did_you_mean() {
     assert!(err.to_string().contains("search for it first"), "{err}");
 }
 
+/// Reports one server down, as an edge that supervises servers would.
+struct OneDown;
+
+impl toolsearch_core::ServerStatus for OneDown {
+    fn unavailable(&self, server: &str) -> Option<String> {
+        (server == "mail").then(|| "restarting after failure 2; last error: exited".to_string())
+    }
+}
+
+#[test]
+fn a_tool_of_a_server_that_is_down_is_said_so_not_unknown() {
+    let mut d = disclosure(Preset::Search);
+    d.set_server_status(std::sync::Arc::new(OneDown));
+    let engine = engine();
+    // `mail` has no tools in the catalog (it never came up); its state is what the caller needs.
+    let err = d
+        .prepare_call("mail___send_mail", json!({}), &engine)
+        .unwrap_err();
+    assert!(matches!(err, Error::ServerDown { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.starts_with("server `mail` is down (restarting after failure 2; last error: exited)"),
+        "{text}"
+    );
+    // Through call_tool too.
+    let err = d
+        .dispatch(
+            "s",
+            "call_tool",
+            json!({"name": "mail___send_mail"}),
+            &engine,
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::ServerDown { .. }), "{err:?}");
+    // And when it is asked for by name to reveal it.
+    let mut d_add = disclosure(Preset::Add);
+    d_add.set_server_status(std::sync::Arc::new(OneDown));
+    let err = d_add
+        .dispatch(
+            "s",
+            "add_tool",
+            json!({"names": ["mail___send_mail"]}),
+            &engine,
+        )
+        .unwrap_err();
+    assert!(matches!(err, Error::ServerDown { .. }), "{err:?}");
+    // A server that is up, or no server part at all, still gets did-you-mean.
+    let err = d
+        .prepare_call("weather___get_wether", json!({}), &engine)
+        .unwrap_err();
+    assert!(matches!(err, Error::UnknownTool { .. }), "{err:?}");
+    let err = d.prepare_call("send_mail", json!({}), &engine).unwrap_err();
+    assert!(matches!(err, Error::UnknownTool { .. }), "{err:?}");
+}
+
 #[test]
 fn bad_arguments_come_back_with_problems_and_schema() {
     let d = disclosure(Preset::Search);

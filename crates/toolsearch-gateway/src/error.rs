@@ -16,7 +16,7 @@ pub enum GatewayError {
     #[error("unknown upstream server `{server}`; configured servers: {known}")]
     UnknownServer { server: String, known: String },
 
-    #[error("upstream server `{server}` is unavailable ({state}); the gateway restarts it automatically, try again later or check its logs (target `upstream`)")]
+    #[error("server `{server}` is down ({state}); the gateway restarts it automatically: try again later, or check its logs (target `upstream`)")]
     ServerUnavailable { server: String, state: ServerState },
 
     #[error("tool `{tool}` of server `{server}` is excluded by toolSearch.selectedServers/selectedTools; change the filter to expose it")]
@@ -40,7 +40,15 @@ pub enum GatewayError {
         error: Box<rmcp::ErrorData>,
     },
 
-    /// The connection failed while the call was in flight.
+    /// The connection closed while the call was in flight: the server went down.
+    #[error("server `{server}` is down (its connection closed during the call to `{tool}`: {message}); the gateway restarts it automatically: try again later, or check its logs (target `upstream`)")]
+    ConnectionLost {
+        server: String,
+        tool: String,
+        message: String,
+    },
+
+    /// The call failed in the MCP library for another reason.
     #[error("call to `{tool}` on server `{server}` failed: {message}; the server is restarted automatically if it went down")]
     CallFailed {
         server: String,

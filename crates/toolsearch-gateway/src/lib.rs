@@ -21,6 +21,7 @@ mod state;
 pub mod stdio;
 pub mod supervisor;
 pub mod upstream;
+mod wire;
 
 pub use config::{
     ConfigError, GatewayConfig, OffloadConfig, RestConfig, ServerConfig, ToolSearchConfig,

@@ -135,12 +135,27 @@ impl Inner {
     }
 
     fn publish_tools(&self, slot: &Slot, raw: Vec<rmcp::model::Tool>) {
-        // Published as the server lists them: the engine applies the catalog policy on entry.
-        let tools: Vec<Tool> = raw
-            .iter()
-            .map(|t| upstream::to_core_tool(&slot.name, t))
+        // Checked one by one: a bad tool is left out with a warning naming it, its siblings stay.
+        // Published otherwise as the server lists them: the engine applies the catalog policy.
+        let listed = raw.len();
+        let (tools, rejected) = toolsearch_core::validate_tools(
+            &slot.name,
+            raw.iter()
+                .map(|t| upstream::to_core_tool(&slot.name, t))
+                .collect(),
+        );
+        for r in &rejected {
+            // `{:?}` shows an empty name as "" and hidden characters escaped.
+            tracing::warn!(target: "upstream", server = %slot.name, tool = ?r.name, "tool left out: {}", r.reason);
+        }
+        // The raw definitions of the tools kept, the first of each name.
+        let mut kept: std::collections::HashSet<&str> =
+            tools.iter().map(|t| t.name.as_str()).collect();
+        let raw: Vec<rmcp::model::Tool> = raw
+            .into_iter()
+            .filter(|t| kept.remove(t.name.as_ref()))
             .collect();
-        tracing::info!(target: "upstream", server = %slot.name, tools = tools.len(), listed = raw.len(), "tools fetched");
+        tracing::info!(target: "upstream", server = %slot.name, tools = tools.len(), listed, left_out = rejected.len(), "tools fetched");
         *write(&slot.raw_tools) = raw;
         *write(&slot.tools) = tools.clone();
         self.emit(UpstreamEvent::ToolsChanged {
@@ -425,6 +440,11 @@ impl UpstreamManager {
                         let _ = slot.signals.send(Signal::ConnectionLost(format!(
                             "the connection failed during a call: {message}"
                         )));
+                        return Err(GatewayError::ConnectionLost {
+                            server: server.to_string(),
+                            tool: tool.to_string(),
+                            message,
+                        });
                     }
                     Err(GatewayError::CallFailed {
                         server: server.to_string(),

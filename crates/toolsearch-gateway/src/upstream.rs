@@ -9,17 +9,21 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex, Once};
 use std::time::Duration;
 
+use process_wrap::tokio::ChildWrapper;
 use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
 use rmcp::service::{NotificationContext, RoleClient, RunningService, ServiceExt};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::{StreamableHttpClientTransport, Transport};
 use rmcp::ClientHandler;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::sync::mpsc;
 
 use toolsearch_core::{Tool, ToolSchema};
 
-use crate::config::Transport;
+use crate::config::Transport as ServerTransport;
+use crate::wire;
 
 /// What the connection tells its supervisor.
 #[derive(Debug, Clone)]
@@ -167,7 +171,7 @@ pub(crate) struct Connection {
 /// Starts (stdio) or reaches (HTTP) the server and runs the MCP initialize handshake.
 pub(crate) async fn connect(
     server: &str,
-    transport: &Transport,
+    transport: &ServerTransport,
     signals: mpsc::UnboundedSender<Signal>,
 ) -> Result<Connection, UpstreamError> {
     let client = UpstreamClient {
@@ -175,7 +179,7 @@ pub(crate) async fn connect(
         signals,
     };
     match transport {
-        Transport::Stdio {
+        ServerTransport::Stdio {
             command,
             args,
             env,
@@ -189,10 +193,8 @@ pub(crate) async fn connect(
             let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
             #[cfg(unix)]
             wrapped.wrap(process_wrap::tokio::ProcessGroup::leader());
-            let (child, stderr) = TokioChildProcess::builder(wrapped)
-                .stderr(Stdio::piped())
-                .spawn()
-                .map_err(|source| UpstreamError::Spawn {
+            let (child, stderr) =
+                ChildTransport::spawn(server, wrapped).map_err(|source| UpstreamError::Spawn {
                     command: command.clone(),
                     hint: spawn_hint(cwd.as_deref(), &source),
                     source,
@@ -233,7 +235,7 @@ pub(crate) async fn connect(
                 .with_stderr(&tail)),
             }
         }
-        Transport::StreamableHttp { url, headers } => {
+        ServerTransport::StreamableHttp { url, headers } => {
             ensure_crypto_provider();
             let headers = header_map(headers)?;
             let config =
@@ -253,6 +255,161 @@ pub(crate) async fn connect(
                     source: Box::new(source),
                 }),
             }
+        }
+    }
+}
+
+/// A stdio server as an MCP transport. What it writes to stdout passes line by line through
+/// [`wire::guard_line`] before the MCP library reads it, so that a message nested too deep for the
+/// JSON parser is answered or dropped with a reason instead of being lost. Closing it closes the
+/// server's stdin, waits for it to exit, then sends SIGTERM, then kills it; dropping it kills it.
+pub(crate) struct ChildTransport {
+    child: Option<Box<dyn ChildWrapper>>,
+    transport: AsyncRwTransport<RoleClient, tokio::io::DuplexStream, tokio::process::ChildStdin>,
+}
+
+/// How long closing waits for a stdio server to exit before it signals, then kills it.
+const EXIT_WAIT: Duration = Duration::from_secs(3);
+
+/// The longest line read from a stdio server; a longer one is dropped with a warning.
+const MAX_LINE: usize = 64 * 1024 * 1024;
+
+impl ChildTransport {
+    fn spawn(
+        server: &str,
+        mut command: process_wrap::tokio::CommandWrap,
+    ) -> std::io::Result<(Self, Option<tokio::process::ChildStderr>)> {
+        command
+            .command_mut()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = command.spawn()?;
+        let stdin = child.inner_mut().stdin().take();
+        let stdout = child.inner_mut().stdout().take();
+        let stderr = child.inner_mut().stderr().take();
+        let (Some(stdin), Some(stdout)) = (stdin, stdout) else {
+            return Err(std::io::Error::other(
+                "the child's stdin or stdout is not a pipe",
+            ));
+        };
+        let (reader, writer) = tokio::io::duplex(64 * 1024);
+        tokio::spawn(guard_stdout(server.to_string(), stdout, writer));
+        Ok((
+            Self {
+                child: Some(child),
+                transport: AsyncRwTransport::new(reader, stdin),
+            },
+            stderr,
+        ))
+    }
+
+    fn id(&self) -> Option<u32> {
+        self.child.as_ref().and_then(|c| c.id())
+    }
+
+    async fn shutdown(&mut self) -> std::io::Result<()> {
+        let Some(child) = self.child.as_mut() else {
+            return Ok(());
+        };
+        self.transport.close().await?;
+        if let Ok(Ok(_)) = tokio::time::timeout(EXIT_WAIT, child.wait()).await {
+            self.child = None;
+            return Ok(());
+        }
+        #[cfg(unix)]
+        if child.signal(libc::SIGTERM).is_ok() {
+            if let Ok(Ok(_)) = tokio::time::timeout(EXIT_WAIT, child.wait()).await {
+                self.child = None;
+                return Ok(());
+            }
+        }
+        let killed = Box::into_pin(child.kill()).await;
+        self.child = None;
+        killed
+    }
+}
+
+impl Drop for ChildTransport {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // Only inside a runtime, which is where transports live.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    let _ = Box::into_pin(child.kill()).await;
+                });
+            } else {
+                let _ = child.start_kill();
+            }
+        }
+    }
+}
+
+impl Transport<RoleClient> for ChildTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.transport.send(item)
+    }
+
+    fn receive(
+        &mut self,
+    ) -> impl std::future::Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
+        self.transport.receive()
+    }
+
+    fn close(&mut self) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send {
+        self.shutdown()
+    }
+}
+
+/// Copies a server's stdout to the MCP library line by line through [`wire::guard_line`]; ends
+/// when either side closes.
+async fn guard_stdout(
+    server: String,
+    stdout: tokio::process::ChildStdout,
+    mut to_client: tokio::io::DuplexStream,
+) {
+    use tokio::io::AsyncWriteExt;
+    let mut reader = BufReader::new(stdout);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        match (&mut reader)
+            .take(MAX_LINE as u64 + 1)
+            .read_until(b'\n', &mut line)
+            .await
+        {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::debug!(target: "upstream", server = %server, "stdout closed: {e}");
+                break;
+            }
+        }
+        if line.len() > MAX_LINE && line.last() != Some(&b'\n') {
+            tracing::warn!(target: "upstream", server = %server, "dropped a message longer than {MAX_LINE} bytes");
+            // Skip the rest of that line.
+            let mut rest = Vec::new();
+            if reader.read_until(b'\n', &mut rest).await.is_err() {
+                break;
+            }
+            continue;
+        }
+        let body = line.strip_suffix(b"\n").unwrap_or(&line);
+        let Some(out) = wire::guard_line(&server, body) else {
+            continue;
+        };
+        let written = async {
+            to_client.write_all(&out).await?;
+            to_client.write_all(b"\n").await?;
+            to_client.flush().await
+        };
+        if written.await.is_err() {
+            break;
         }
     }
 }

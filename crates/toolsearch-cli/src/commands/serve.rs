@@ -44,6 +44,12 @@ pub struct ServeArgs {
     /// Serve the REST API without a token on a non-loopback address.
     #[arg(long)]
     insecure_no_auth: bool,
+    /// Before serving, wait until every upstream has finished its first start (ready, or failed),
+    /// at most supervisor.startupTimeoutSecs, so that the first tools/list already holds their
+    /// tools: for clients that ignore tools/list_changed. Without it the gateway serves at once
+    /// and upstreams join as they become ready.
+    #[arg(long, conflicts_with = "rest_only")]
+    wait_for_upstreams: bool,
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
@@ -98,11 +104,14 @@ fn debug_dispatch() -> tracing::Dispatch {
 /// The MCP gateway: upstreams from the config, clients over stdio or HTTP.
 async fn gateway(args: ServeArgs, config: GatewayConfig) -> Result<()> {
     let gateway = Gateway::start(config.clone()).map_err(|e| BadInput(e.to_string()))?;
-    // Serve the first tools/list with the upstreams' tools, not an empty catalog; an upstream
-    // that is slow or broken is left to the supervisor and joins the index when it is ready.
-    let startup = Duration::from_secs(config.supervisor.startup_timeout_secs.saturating_add(1));
-    for (server, state) in gateway.wait_started(startup).await {
-        tracing::warn!(server, %state, "upstream not ready; serving the others");
+    // Served at once: each upstream joins the index when it is ready, and sessions whose tool
+    // list changes get tools/list_changed, so one upstream that never answers keeps no client
+    // waiting. On request, the first tools/list waits for the upstreams' first start instead.
+    if args.wait_for_upstreams {
+        let startup = Duration::from_secs(config.supervisor.startup_timeout_secs.saturating_add(1));
+        for (server, state) in gateway.wait_started(startup).await {
+            tracing::warn!(server, %state, "upstream not ready; serving the others");
+        }
     }
     let tool_count = gateway
         .engine()

@@ -74,7 +74,7 @@ pub fn toolsearch() -> Command {
 /// Starts `toolsearch serve --http` on a free port and waits until it listens.
 pub fn serve_http(config: &Path) -> Gateway {
     let mut child = toolsearch()
-        .args(["serve", "--config"])
+        .args(["serve", "--wait-for-upstreams", "--config"])
         .arg(config)
         .args(["--http", "127.0.0.1:0"])
         .stdin(Stdio::null())
@@ -136,7 +136,7 @@ pub fn run_client_with(
             command
                 .arg("--stdio")
                 .arg(env!("CARGO_BIN_EXE_toolsearch"))
-                .args(["serve", "--stdio", "--config"])
+                .args(["serve", "--stdio", "--wait-for-upstreams", "--config"])
                 .arg(config);
         }
         Transport::Http => {

@@ -515,13 +515,10 @@ impl Disclosure {
         arguments: Value,
         engine: &SearchEngine,
     ) -> Result<(Arc<Tool>, Value)> {
-        let tool = engine
-            .resolve(name)
-            .cloned()
-            .ok_or_else(|| Error::UnknownTool {
-                name: name.to_string(),
-                suggestions: engine.suggest(name, 5),
-            })?;
+        let tool = match engine.resolve(name) {
+            Some(tool) => tool.clone(),
+            None => return Err(self.unresolved(name, engine)),
+        };
         let arguments = match arguments {
             Value::Null => Value::Object(Map::new()),
             other => other,
@@ -543,6 +540,28 @@ impl Disclosure {
             });
         }
         Ok((tool, arguments))
+    }
+
+    /// Why `name` resolves to no tool: its server (the part before the separator) is down, so
+    /// its tools are not in the catalog (the status says so), or it is unknown.
+    fn unresolved(&self, name: &str, engine: &SearchEngine) -> Error {
+        let id = engine.naming().parse(name);
+        let down = self
+            .status
+            .as_ref()
+            .filter(|_| !id.server.is_empty())
+            .and_then(|status| status.unavailable(&id.server));
+        match down {
+            Some(state) => Error::ServerDown {
+                server: id.server,
+                tool: name.to_string(),
+                state,
+            },
+            None => Error::UnknownTool {
+                name: name.to_string(),
+                suggestions: engine.suggest(name, 5),
+            },
+        }
     }
 
     /// `call_tool` for library users: validates `{name, arguments}` and runs `executor` on the
@@ -659,12 +678,7 @@ impl Disclosure {
         for name in args.names {
             match engine.resolve(&name) {
                 Some(tool) => ids.push(tool.id()),
-                None => {
-                    return Err(Error::UnknownTool {
-                        suggestions: engine.suggest(&name, 5),
-                        name,
-                    })
-                }
+                None => return Err(self.unresolved(&name, engine)),
             }
         }
         let requested: Vec<String> = ids
