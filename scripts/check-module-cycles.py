@@ -4,7 +4,8 @@
 For every crate under crates/, each source file is a module (`mod.rs` and `lib.rs` name their
 directory's module). An edge A -> B is a path in A's non-test code that names B: `crate::b::...`,
 `super::b::...` or `self::b::...` in `use` declarations and in expressions. A path to a parent
-module's own item counts as an edge to the parent. Test modules (`#[cfg(test)] mod tests` and
+module's own item counts as an edge to the parent; a parent's `mod` declarations and re-exports of
+its children (`pub use child::Item`) do not count, since they make the children its parts. Test modules (`#[cfg(test)] mod tests` and
 what follows it) are left out: tests may reach anywhere. Prints every cycle found; exit 1 if any.
 
     python3 scripts/check-module-cycles.py [REPOSITORY_ROOT]

@@ -11,9 +11,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::store::floor_char_boundary;
+use super::output::floor_char_boundary;
 #[cfg(test)]
-use super::store::StoredOutput;
+use super::output::StoredOutput;
 use super::{OffloadError, OffloadTool, MAX_PATTERN_CHARS};
 
 pub(super) const DEFAULT_MAX_RESULTS: usize = 50;

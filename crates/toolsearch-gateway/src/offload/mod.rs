@@ -17,6 +17,7 @@
 
 mod jq;
 mod notice;
+mod output;
 mod read;
 mod search;
 mod store;
@@ -31,8 +32,9 @@ use crate::config::OffloadConfig;
 use toolsearch_core::{schema_for, ToolDecl};
 
 pub use notice::outline;
+pub use output::{Stored, StoredOutput};
 pub use read::read_range;
-pub use store::{OffloadStore, Stored, StoredOutput};
+pub use store::OffloadStore;
 pub use worker::{run_jq_worker, JqWorker, JQ_MEMORY_BYTES, JQ_WORKER_ARG};
 
 /// Longest search pattern or jq filter accepted, in characters.

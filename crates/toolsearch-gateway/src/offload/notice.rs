@@ -4,7 +4,7 @@
 
 use serde_json::{json, Map, Value};
 
-use super::store::Stored;
+use super::output::Stored;
 use super::OffloadTool;
 
 /// Top-level keys listed in a JSON outline.

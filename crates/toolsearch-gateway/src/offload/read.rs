@@ -4,7 +4,7 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::store::StoredOutput;
+use super::output::StoredOutput;
 use super::{OffloadError, OffloadTool};
 
 // Arguments of `read_large_output` (a line comment: a doc comment would become the schema's

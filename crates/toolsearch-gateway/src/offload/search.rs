@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use super::store::{floor_char_boundary, StoredOutput};
+use super::output::{floor_char_boundary, StoredOutput};
 use super::{OffloadError, OffloadTool, MAX_PATTERN_CHARS};
 
 /// Compiled-regex size cap: a short pattern can still compile into a huge automaton.

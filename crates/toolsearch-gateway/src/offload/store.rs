@@ -9,46 +9,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rmcp::model::{CallToolResult, ContentBlock};
 
+use super::output::{floor_char_boundary, Stored, StoredOutput};
 use super::worker::JqWorker;
 use super::{notice, OffloadError};
 use crate::config::OffloadConfig;
 
 /// Handles of dropped outputs remembered per session, to tell "dropped" from "never existed".
 const REMEMBERED_DROPPED: usize = 256;
-
-/// One stored output.
-#[derive(Debug)]
-pub struct StoredOutput {
-    pub handle: String,
-    /// Public name of the tool that produced it.
-    pub tool: String,
-    pub text: String,
-    pub chars: usize,
-}
-
-impl StoredOutput {
-    pub(super) fn new(handle: String, tool: String, text: String) -> Self {
-        let chars = text.chars().count();
-        Self {
-            handle,
-            tool,
-            text,
-            chars,
-        }
-    }
-
-    /// Byte index of character `index` (the end of the text past the last character).
-    pub(super) fn byte_at(&self, index: usize) -> usize {
-        if self.chars == self.text.len() {
-            // ASCII: characters are bytes.
-            return index.min(self.text.len());
-        }
-        self.text
-            .char_indices()
-            .nth(index)
-            .map_or(self.text.len(), |(b, _)| b)
-    }
-}
 
 #[derive(Default)]
 struct SessionOutputs {
@@ -73,14 +40,6 @@ impl std::fmt::Debug for OffloadStore {
             .field("config", &self.config)
             .finish_non_exhaustive()
     }
-}
-
-/// What [`OffloadStore::put`] kept.
-#[derive(Debug, Clone)]
-pub struct Stored {
-    pub output: Arc<StoredOutput>,
-    /// Bytes of the original text, when it was cut to fit `maxBytesPerSession`.
-    pub cut_from: Option<usize>,
 }
 
 impl OffloadStore {
@@ -233,17 +192,6 @@ impl OffloadStore {
         result.structured_content = Some(structured);
         result
     }
-}
-
-/// The largest char boundary of `text` at or below byte `index`.
-pub(super) fn floor_char_boundary(text: &str, mut index: usize) -> usize {
-    if index >= text.len() {
-        return text.len();
-    }
-    while !text.is_char_boundary(index) {
-        index -= 1;
-    }
-    index
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 
 use super::jq::{evaluate, Evaluation, QueryArgs, Refusal};
-use super::store::StoredOutput;
+use super::output::StoredOutput;
 use super::OffloadError;
 
 /// The first argument that turns the executable into a jq worker.
