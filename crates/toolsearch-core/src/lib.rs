@@ -22,3 +22,8 @@ pub use disclosure::{
     error_result, Disclosure, DisclosureConfig, Dispatch, ExposedTool, Exposure, MetaOutcome,
     MetaTool, Preset, SelectionOrder,
 };
+pub mod embed;
+pub use embed::{
+    embedding_text, DenseHit, EmbedError, EmbedTextLimits, Embedder, HashEmbedder,
+    QueryVectorCache, VectorSet,
+};
