@@ -31,6 +31,9 @@ enum Command {
     Bench(commands::bench::BenchCommand),
     /// Run the MCP gateway (and REST API) over upstream MCP servers.
     Serve(commands::serve::ServeArgs),
+    /// The embedding model: install it, see where it is.
+    #[command(subcommand)]
+    Model(commands::model::ModelCommand),
 }
 
 /// An error caused by the user's input: exit code 2 instead of 1.
@@ -53,6 +56,7 @@ fn main() -> ExitCode {
         Command::Eval(args) => commands::eval::run(args),
         Command::Bench(command) => commands::bench::run(command),
         Command::Serve(args) => commands::serve::run(args),
+        Command::Model(command) => commands::model::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
