@@ -72,7 +72,11 @@ pub fn model_or_skip(test: &str) -> Option<PathBuf> {
         dir.display(),
         dir.display()
     );
-    eprintln!(
+    // Written to the stderr handle rather than with `eprintln!`, which the test harness captures
+    // and hides for a passing test: a skip should be seen.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
         "{test}: skipped: no embedding model at {} (run scripts/test.sh, or `toolsearch model fetch --dir {}`)",
         dir.display(),
         dir.display()
