@@ -8,7 +8,8 @@
 //!
 //! The model folder is resolved as everywhere (`--model`, `TOOLSEARCH_MODEL_DIR`, the cache).
 //! Queries are read from a JSON-lines file with a `query` field (the catalog's sibling
-//! `queries.jsonl` when not given); the first 200 are timed one at a time.
+//! `queries.jsonl` when not given); the first 200 are timed one at a time. `--limit N` embeds only
+//! the first N tools; `--batch TEXTS,TOKENS` changes the model's batch limits.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
@@ -18,10 +19,22 @@ use toolsearch_embed::{BertEmbedder, ModelLocation, VectorCache};
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut positional = Vec::new();
     let mut model: Option<PathBuf> = None;
+    let mut batch: Option<(usize, usize)> = None;
+    let mut limit = usize::MAX;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         if arg == "--model" {
             model = args.next().map(PathBuf::from);
+        } else if arg == "--batch" {
+            // TEXTS,TOKENS
+            let value = args.next().unwrap_or_default();
+            let mut parts = value.split(',').filter_map(|p| p.parse().ok());
+            batch = parts.next().zip(parts.next());
+        } else if arg == "--limit" {
+            limit = args
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(usize::MAX);
         } else {
             positional.push(PathBuf::from(arg));
         }
@@ -46,11 +59,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let location = ModelLocation::resolve(model.as_deref())?;
     let started = Instant::now();
-    let embedder = BertEmbedder::load(&location.dir)?;
+    let mut embedder = BertEmbedder::load(&location.dir)?;
+    if let Some((texts, tokens)) = batch {
+        embedder = embedder.with_batch_limits(texts, tokens);
+    }
     let load_ms = started.elapsed().as_secs_f64() * 1e3;
 
     let text = std::fs::read_to_string(&catalog)?;
-    let tools = toolsearch_core::parse_catalog(&text, &catalog.to_string_lossy(), None)?;
+    let mut tools = toolsearch_core::parse_catalog(&text, &catalog.to_string_lossy(), None)?;
+    tools.truncate(limit);
     let texts: Vec<String> = tools.iter().map(embedding_text).collect();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let mean_chars =

@@ -34,6 +34,8 @@ pub struct BertEmbedder {
     max_tokens: usize,
     identity: String,
     dir: PathBuf,
+    max_batch_texts: usize,
+    max_batch_tokens: usize,
 }
 
 impl std::fmt::Debug for BertEmbedder {
@@ -165,7 +167,17 @@ impl BertEmbedder {
             max_tokens,
             identity,
             dir: dir.to_path_buf(),
+            max_batch_texts: MAX_BATCH_TEXTS,
+            max_batch_tokens: MAX_BATCH_TOKENS,
         })
+    }
+
+    /// Changes how many texts (at most) and padded tokens (at most) run through the model at
+    /// once; larger batches use the cores better, smaller ones pad less. Both are at least 1.
+    pub fn with_batch_limits(mut self, texts: usize, tokens: usize) -> Self {
+        self.max_batch_texts = texts.max(1);
+        self.max_batch_tokens = tokens.max(1);
+        self
     }
 
     /// The folder the model was loaded from.
@@ -249,8 +261,8 @@ impl Embedder for BertEmbedder {
             // Sorted ascending, so the last text of a batch is its longest.
             let mut end = start + 1;
             while end < order.len()
-                && end - start < MAX_BATCH_TEXTS
-                && (end - start + 1) * sequences[order[end]].len() <= MAX_BATCH_TOKENS
+                && end - start < self.max_batch_texts
+                && (end - start + 1) * sequences[order[end]].len() <= self.max_batch_tokens
             {
                 end += 1;
             }
