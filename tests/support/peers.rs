@@ -1,7 +1,8 @@
 //! Where the real MCP peers of the integration tests are: installed by
 //! scripts/install-test-peers.sh into `.test-peers` at the repository root, or into
-//! `$TOOLSEARCH_TEST_PEERS` (the install script honours it too). Included by the gateway's and the
-//! CLI's integration tests with `#[path]`, so both find the peers the same way.
+//! `$TOOLSEARCH_TEST_PEERS` (the install script honours it too); the embedding model in its `model`
+//! folder (scripts/test.sh fetches it) or `$TOOLSEARCH_MODEL_DIR`. Included by the gateway's, the
+//! CLI's and the embedding crate's integration tests with `#[path]`, so all find them the same way.
 // Each test binary uses its own subset of these.
 #![allow(dead_code)]
 
@@ -43,4 +44,42 @@ pub fn mcp_server_time() -> String {
         peers_dir().join("venv/bin/mcp-server-time"),
         "mcp-server-time",
     )
+}
+
+/// The embedding model folder the tests use: `$TOOLSEARCH_MODEL_DIR`, else `model` in the peers
+/// folder (where scripts/test.sh has `toolsearch model fetch` install it).
+pub fn model_dir() -> PathBuf {
+    match std::env::var_os("TOOLSEARCH_MODEL_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => peers_dir().join("model"),
+    }
+}
+
+/// The model folder if it holds a model. Without one, a test that needs it fails when
+/// `TOOLSEARCH_REQUIRE_MODEL=1` (as scripts/test.sh sets), and otherwise is skipped with a note.
+pub fn model_or_skip(test: &str) -> Option<PathBuf> {
+    let dir = model_dir();
+    let present = ["config.json", "tokenizer.json", "model.safetensors"]
+        .iter()
+        .all(|file| dir.join(file).is_file());
+    if present {
+        return Some(dir);
+    }
+    let required = std::env::var("TOOLSEARCH_REQUIRE_MODEL").is_ok_and(|v| v == "1");
+    assert!(
+        !required,
+        "{test}: the embedding model is not installed at {} but TOOLSEARCH_REQUIRE_MODEL=1; run `toolsearch model fetch --dir {}` (scripts/test.sh does), then run the tests again",
+        dir.display(),
+        dir.display()
+    );
+    // Written to the stderr handle rather than with `eprintln!`, which the test harness captures
+    // and hides for a passing test: a skip should be seen.
+    use std::io::Write;
+    let _ = writeln!(
+        std::io::stderr(),
+        "{test}: skipped: no embedding model at {} (run scripts/test.sh, or `toolsearch model fetch --dir {}`)",
+        dir.display(),
+        dir.display()
+    );
+    None
 }

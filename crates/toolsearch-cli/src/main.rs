@@ -33,6 +33,9 @@ enum Command {
     Serve(commands::serve::ServeArgs),
     /// Print the JSON Schemas of the search contract every face answers with.
     Schema,
+    /// The embedding model: install it, see where it is.
+    #[command(subcommand)]
+    Model(commands::model::ModelCommand),
 }
 
 /// An error caused by the user's input: exit code 2 instead of 1.
@@ -65,6 +68,7 @@ fn main() -> ExitCode {
         Command::Schema => serde_json::to_string_pretty(&toolsearch_core::contract::schemas())
             .map(|text| println!("{text}"))
             .map_err(Into::into),
+        Command::Model(command) => commands::model::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

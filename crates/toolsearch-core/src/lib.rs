@@ -27,3 +27,8 @@ pub use search::{
 };
 pub use served::{output_schema_for, parse_arguments, schema_for, OneOrMany, ToolDecl};
 pub use tool::{DeferPolicy, Tool, ToolId, ToolSchema, DEFAULT_SEPARATOR};
+pub mod embed;
+pub use embed::{
+    embedding_text, DenseHit, EmbedError, EmbedTextLimits, Embedder, HashEmbedder,
+    QueryVectorCache, VectorSet,
+};

@@ -46,7 +46,6 @@ impl Analyzer {
     }
 
     /// Tokens of `text` without stopwords; positions keep their gaps so phrases stay exact.
-    #[cfg(test)]
     pub fn content_tokens(&self, text: &str) -> Vec<Token> {
         self.tokens_where(text, |raw| !is_stopword(raw))
     }

@@ -1,7 +1,7 @@
 //! Search over a catalog: keyword (BM25F with a query syntax and fuzzy fallback), regex and exact
 //! modes, then one ranking pipeline: exact-name bonus → filters → threshold → top band → cap.
 
-mod analyzer;
+pub(crate) mod analyzer;
 mod config;
 mod explain;
 mod field;

@@ -1,0 +1,214 @@
+//! The text embedded for a tool: its name split into words, its description, and its parameters'
+//! names and descriptions, each part and the whole bounded in characters. The bound keeps
+//! indexing cost per tool flat (a sentence model reads at most a few hundred tokens anyway) and
+//! keeps one long description from crowding out the parameters.
+
+use crate::search::analyzer::split_words;
+use crate::tool::Tool;
+use std::collections::HashSet;
+
+/// Character budgets of [`embedding_text_with`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EmbedTextLimits {
+    /// The whole text.
+    pub max_chars: usize,
+    /// The tool's description.
+    pub max_description_chars: usize,
+    /// Each parameter's description.
+    pub max_parameter_chars: usize,
+    /// Parameters listed (top level first, as the schema walk gives them).
+    pub max_parameters: usize,
+}
+
+impl Default for EmbedTextLimits {
+    /// About 1,000 characters: roughly the 256 tokens a MiniLM-sized model reads.
+    fn default() -> Self {
+        Self {
+            max_chars: 1000,
+            max_description_chars: 600,
+            max_parameter_chars: 120,
+            max_parameters: 24,
+        }
+    }
+}
+
+/// [`embedding_text_with`] under the default limits.
+pub fn embedding_text(tool: &Tool) -> String {
+    embedding_text_with(tool, &EmbedTextLimits::default())
+}
+
+/// `"get weather: Current weather for a city. Parameters: city (the city name); units."`:
+/// the name split into lowercase words (`getWeather`, `get_weather` → `get weather`), the
+/// description with whitespace collapsed, then each parameter once. Deterministic: the same
+/// tool gives the same text, which is what vector caches are keyed by.
+pub fn embedding_text_with(tool: &Tool, limits: &EmbedTextLimits) -> String {
+    let mut text = split_identifier(&tool.name);
+    let description = collapse_whitespace(&tool.description);
+    let description = clip(&description, limits.max_description_chars);
+    if !description.is_empty() {
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(description.trim_end_matches('.'));
+        text.push('.');
+    }
+    let mut seen = HashSet::new();
+    let mut listed = 0;
+    for (name, description) in tool.parameters() {
+        if listed >= limits.max_parameters {
+            break;
+        }
+        let words = split_identifier(&name);
+        if words.is_empty() {
+            continue;
+        }
+        let description = collapse_whitespace(&description);
+        let description = clip(&description, limits.max_parameter_chars);
+        if !seen.insert((words.clone(), description.to_string())) {
+            continue;
+        }
+        text.push_str(if listed == 0 {
+            if text.is_empty() {
+                "Parameters: "
+            } else {
+                " Parameters: "
+            }
+        } else {
+            "; "
+        });
+        text.push_str(&words);
+        let description = description.trim_end_matches('.');
+        if !description.is_empty() {
+            text.push_str(" (");
+            text.push_str(description);
+            text.push(')');
+        }
+        listed += 1;
+        if text.chars().count() >= limits.max_chars {
+            break;
+        }
+    }
+    if listed > 0 {
+        text.push('.');
+    }
+    clip(&text, limits.max_chars).to_string()
+}
+
+/// An identifier as lowercase words: `getWeatherByCity` → `get weather by city`.
+fn split_identifier(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 4);
+    for (from, to) in split_words(name) {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(&name[from..to].to_lowercase());
+    }
+    out
+}
+
+fn collapse_whitespace(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// At most `max` characters of `text`, cut at a word boundary when one is near the end.
+fn clip(text: &str, max: usize) -> &str {
+    let Some((cut, _)) = text.char_indices().nth(max) else {
+        return text;
+    };
+    let head = &text[..cut];
+    match head.rfind(' ') {
+        // Back off to the last space only if that keeps most of the budget.
+        Some(space) if head[..space].chars().count() * 5 >= max * 4 => head[..space].trim_end(),
+        _ => head,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn weather() -> Tool {
+        Tool::new("getWeather_byCity", "Current   weather\nfor a city.").with_schema(json!({
+            "type": "object",
+            "properties": {
+                "city": {"type": "string", "description": "The city name."},
+                "units": {"type": "string"},
+                "options": {
+                    "type": "object",
+                    "description": "Extra options",
+                    "properties": {"lang": {"type": "string", "description": "Language code"}}
+                }
+            }
+        }))
+    }
+
+    #[test]
+    fn name_description_and_parameters_in_order() {
+        assert_eq!(
+            embedding_text(&weather()),
+            "get weather by city: Current weather for a city. Parameters: city (The city name); \
+             units; options (Extra options); lang (Language code)."
+        );
+    }
+
+    #[test]
+    fn a_tool_without_description_or_parameters_is_its_name() {
+        assert_eq!(embedding_text(&Tool::new("list_files", "")), "list files");
+        assert_eq!(
+            embedding_text(&Tool::new("", "Only a description")),
+            "Only a description."
+        );
+    }
+
+    #[test]
+    fn every_part_and_the_whole_are_bounded() {
+        let long = "word ".repeat(5000);
+        let params: serde_json::Map<String, serde_json::Value> = (0..200)
+            .map(|i| {
+                (
+                    format!("param_{i}"),
+                    json!({"type": "string", "description": long.clone()}),
+                )
+            })
+            .collect();
+        let tool = Tool::new("huge_tool", long.clone())
+            .with_schema(json!({"type": "object", "properties": params}));
+        let limits = EmbedTextLimits::default();
+        let text = embedding_text(&tool);
+        assert!(text.chars().count() <= limits.max_chars, "{}", text.len());
+        // The description is capped, so parameters still get a place.
+        assert!(text.contains("Parameters: param 0 ("));
+        let small = EmbedTextLimits {
+            max_chars: 40,
+            ..limits
+        };
+        assert!(embedding_text_with(&tool, &small).chars().count() <= 40);
+    }
+
+    #[test]
+    fn clipping_respects_character_boundaries() {
+        let tool = Tool::new("t", "日本語のテキスト".repeat(200));
+        let text = embedding_text(&tool);
+        assert!(text.chars().count() <= 1000);
+        assert!(text.starts_with("t: 日本語"));
+    }
+
+    #[test]
+    fn parameter_count_is_capped_and_duplicates_are_listed_once() {
+        let tool = Tool::new("t", "d").with_schema(json!({
+            "type": "object",
+            "properties": {
+                "a": {"type": "object", "properties": {"id": {"type": "string"}}},
+                "b": {"type": "object", "properties": {"id": {"type": "string"}}},
+                "c": {"type": "string"}
+            }
+        }));
+        assert_eq!(embedding_text(&tool), "t: d. Parameters: a; id; b; c.");
+        let two = EmbedTextLimits {
+            max_parameters: 2,
+            ..EmbedTextLimits::default()
+        };
+        assert_eq!(embedding_text_with(&tool, &two), "t: d. Parameters: a; id.");
+    }
+}

@@ -1,0 +1,372 @@
+//! Vectors held row-major in one `Vec<f32>`, L2-normalised on the way in, so cosine similarity is
+//! a dot product and a query is one linear scan.
+
+use super::EmbedError;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+/// Dot product, with eight independent sums so the compiler can keep them in SIMD lanes.
+pub fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (a[..n].chunks_exact(8), b[..n].chunks_exact(8));
+    let (rest_a, rest_b) = (a.remainder(), b.remainder());
+    let mut sums = [0.0f32; 8];
+    for (x, y) in a.zip(b) {
+        for ((sum, xi), yi) in sums.iter_mut().zip(x).zip(y) {
+            *sum += xi * yi;
+        }
+    }
+    let mut total: f32 = sums.iter().sum();
+    for (xi, yi) in rest_a.iter().zip(rest_b) {
+        total += xi * yi;
+    }
+    total
+}
+
+/// Scales `vector` to unit length. Returns false, leaving it unchanged, when it is all zeros (an
+/// empty text): such a row scores 0 against every query.
+pub fn normalize(vector: &mut [f32]) -> bool {
+    let norm = dot(vector, vector).sqrt();
+    if norm == 0.0 || !norm.is_finite() {
+        return false;
+    }
+    for x in vector.iter_mut() {
+        *x /= norm;
+    }
+    true
+}
+
+/// One row of a dense scan: its index and its cosine similarity to the query (-1..1).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DenseHit {
+    pub row: usize,
+    pub score: f32,
+}
+
+/// Better first: higher score, then lower row (the deterministic tie-break).
+fn better(a: &DenseHit, b: &DenseHit) -> Ordering {
+    b.score.total_cmp(&a.score).then(a.row.cmp(&b.row))
+}
+
+/// Heap order: the worst kept hit on top, so it is the one replaced.
+struct Worst(DenseHit);
+
+impl PartialEq for Worst {
+    fn eq(&self, other: &Self) -> bool {
+        better(&self.0, &other.0) == Ordering::Equal
+    }
+}
+impl Eq for Worst {}
+impl PartialOrd for Worst {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Worst {
+    fn cmp(&self, other: &Self) -> Ordering {
+        better(&self.0, &other.0)
+    }
+}
+
+/// A dense store: `len()` rows of `dims()` floats each, every row of unit length (or all zeros).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VectorSet {
+    dims: usize,
+    rows: usize,
+    data: Vec<f32>,
+}
+
+impl VectorSet {
+    pub fn new(dims: usize) -> Self {
+        Self {
+            dims,
+            rows: 0,
+            data: Vec::new(),
+        }
+    }
+
+    pub fn with_capacity(dims: usize, rows: usize) -> Self {
+        Self {
+            dims,
+            rows: 0,
+            data: Vec::with_capacity(dims.saturating_mul(rows)),
+        }
+    }
+
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    pub fn len(&self) -> usize {
+        self.rows
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.rows == 0
+    }
+
+    /// Bytes held by the vectors (capacity included).
+    pub fn memory_bytes(&self) -> usize {
+        self.data.capacity() * std::mem::size_of::<f32>()
+    }
+
+    fn check(&self, vector: &[f32]) -> Result<(), EmbedError> {
+        if vector.len() != self.dims {
+            return Err(EmbedError::Dimensions {
+                expected: self.dims,
+                got: vector.len(),
+            });
+        }
+        if vector.iter().any(|x| !x.is_finite()) {
+            return Err(EmbedError::NotFinite);
+        }
+        Ok(())
+    }
+
+    /// Appends `vector`, normalised; returns its row.
+    pub fn push(&mut self, vector: &[f32]) -> Result<usize, EmbedError> {
+        self.check(vector)?;
+        let start = self.data.len();
+        self.data.extend_from_slice(vector);
+        normalize(&mut self.data[start..]);
+        self.rows += 1;
+        Ok(self.rows - 1)
+    }
+
+    /// Replaces row `row` with `vector`, normalised; `row == len()` appends.
+    pub fn set(&mut self, row: usize, vector: &[f32]) -> Result<(), EmbedError> {
+        if row == self.rows {
+            return self.push(vector).map(|_| ());
+        }
+        if row > self.rows {
+            return Err(EmbedError::RowOutOfRange {
+                row,
+                len: self.rows,
+            });
+        }
+        self.check(vector)?;
+        let slice = &mut self.data[row * self.dims..(row + 1) * self.dims];
+        slice.copy_from_slice(vector);
+        normalize(slice);
+        Ok(())
+    }
+
+    /// Keeps the first `rows` rows.
+    pub fn truncate(&mut self, rows: usize) {
+        if rows < self.rows {
+            self.rows = rows;
+            self.data.truncate(rows * self.dims);
+        }
+    }
+
+    /// Row `row`, unit length or all zeros.
+    pub fn row(&self, row: usize) -> Option<&[f32]> {
+        (row < self.rows).then(|| &self.data[row * self.dims..(row + 1) * self.dims])
+    }
+
+    /// The query, checked and normalised.
+    fn prepare(&self, query: &[f32]) -> Result<Vec<f32>, EmbedError> {
+        self.check(query)?;
+        let mut query = query.to_vec();
+        normalize(&mut query);
+        Ok(query)
+    }
+
+    fn rows_iter(&self) -> impl Iterator<Item = &[f32]> {
+        // `chunks_exact(0)` panics; a set of zero dimensions has only empty rows.
+        self.data
+            .chunks_exact(self.dims.max(1))
+            .take(if self.dims == 0 { 0 } else { self.rows })
+    }
+
+    /// The cosine similarity of the query to every row, in row order.
+    pub fn scores(&self, query: &[f32]) -> Result<Vec<f32>, EmbedError> {
+        let query = self.prepare(query)?;
+        if self.dims == 0 {
+            return Ok(vec![0.0; self.rows]);
+        }
+        Ok(self.rows_iter().map(|row| dot(row, &query)).collect())
+    }
+
+    /// The `k` rows most similar to the query, best first; equal scores in row order.
+    pub fn top_k(&self, query: &[f32], k: usize) -> Result<Vec<DenseHit>, EmbedError> {
+        self.top_k_filtered(query, k, |_| true)
+    }
+
+    /// [`VectorSet::top_k`] over the rows for which `keep(row)` holds (live tools, a filter).
+    pub fn top_k_filtered(
+        &self,
+        query: &[f32],
+        k: usize,
+        mut keep: impl FnMut(usize) -> bool,
+    ) -> Result<Vec<DenseHit>, EmbedError> {
+        let query = self.prepare(query)?;
+        if k == 0 {
+            return Ok(Vec::new());
+        }
+        let mut heap: BinaryHeap<Worst> = BinaryHeap::with_capacity(k.min(self.rows) + 1);
+        let scored: Box<dyn Iterator<Item = (usize, f32)>> = if self.dims == 0 {
+            Box::new((0..self.rows).map(|row| (row, 0.0)))
+        } else {
+            Box::new(
+                self.rows_iter()
+                    .enumerate()
+                    .map(|(row, v)| (row, dot(v, &query))),
+            )
+        };
+        for (row, score) in scored {
+            if !keep(row) {
+                continue;
+            }
+            let hit = DenseHit { row, score };
+            if heap.len() < k {
+                heap.push(Worst(hit));
+            } else if heap
+                .peek()
+                .is_some_and(|worst| better(&hit, &worst.0) == Ordering::Less)
+            {
+                heap.pop();
+                heap.push(Worst(hit));
+            }
+        }
+        let mut hits: Vec<DenseHit> = heap.into_iter().map(|w| w.0).collect();
+        hits.sort_by(better);
+        Ok(hits)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(rows: &[&[f32]]) -> VectorSet {
+        let mut set = VectorSet::new(rows[0].len());
+        for row in rows {
+            set.push(row).unwrap();
+        }
+        set
+    }
+
+    #[test]
+    fn rows_are_normalised_and_cosine_is_a_dot_product() {
+        let set = set(&[&[3.0, 4.0], &[0.0, 2.0]]);
+        let row = set.row(0).unwrap();
+        assert!((row[0] - 0.6).abs() < 1e-6 && (row[1] - 0.8).abs() < 1e-6);
+        let scores = set.scores(&[0.0, 10.0]).unwrap();
+        assert!((scores[0] - 0.8).abs() < 1e-6);
+        assert!((scores[1] - 1.0).abs() < 1e-6);
+        assert!(set.memory_bytes() >= 4 * 4);
+    }
+
+    #[test]
+    fn zero_vector_stays_zero_and_scores_zero() {
+        let set = set(&[&[0.0, 0.0], &[1.0, 0.0]]);
+        assert_eq!(set.row(0).unwrap(), &[0.0, 0.0]);
+        let scores = set.scores(&[1.0, 1.0]).unwrap();
+        assert_eq!(scores[0], 0.0);
+    }
+
+    #[test]
+    fn top_k_is_sorted_bounded_and_breaks_ties_by_row() {
+        // Rows 1 and 3 are identical, rows 0 and 2 too: ties must come out in row order.
+        let set = set(&[
+            &[1.0, 1.0, 0.0],
+            &[1.0, 0.0, 0.0],
+            &[1.0, 1.0, 0.0],
+            &[1.0, 0.0, 0.0],
+            &[0.0, 0.0, 1.0],
+        ]);
+        let hits = set.top_k(&[1.0, 0.0, 0.0], 3).unwrap();
+        let rows: Vec<usize> = hits.iter().map(|h| h.row).collect();
+        assert_eq!(rows, vec![1, 3, 0]);
+        assert!(hits[0].score >= hits[1].score && hits[1].score >= hits[2].score);
+        // The same answer as sorting every score.
+        let all = set.top_k(&[1.0, 0.0, 0.0], 10).unwrap();
+        assert_eq!(
+            all.iter().map(|h| h.row).collect::<Vec<_>>(),
+            vec![1, 3, 0, 2, 4]
+        );
+        assert!(set.top_k(&[1.0, 0.0, 0.0], 0).unwrap().is_empty());
+    }
+
+    #[test]
+    fn top_k_matches_a_full_sort_on_many_rows() {
+        // A deterministic pseudo-random set; the heap must agree with sorting everything.
+        let dims = 16;
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            ((state >> 40) as f32 / (1u64 << 24) as f32) - 0.5
+        };
+        let mut set = VectorSet::new(dims);
+        for _ in 0..500 {
+            let row: Vec<f32> = (0..dims).map(|_| next()).collect();
+            set.push(&row).unwrap();
+        }
+        let query: Vec<f32> = (0..dims).map(|_| next()).collect();
+        let scores = set.scores(&query).unwrap();
+        let mut expected: Vec<DenseHit> = scores
+            .iter()
+            .enumerate()
+            .map(|(row, &score)| DenseHit { row, score })
+            .collect();
+        expected.sort_by(better);
+        expected.truncate(25);
+        assert_eq!(set.top_k(&query, 25).unwrap(), expected);
+    }
+
+    #[test]
+    fn filtered_scan_skips_rows() {
+        let set = set(&[&[1.0, 0.0], &[0.9, 0.1], &[0.0, 1.0]]);
+        let hits = set.top_k_filtered(&[1.0, 0.0], 2, |row| row != 0).unwrap();
+        assert_eq!(hits.iter().map(|h| h.row).collect::<Vec<_>>(), vec![1, 2]);
+    }
+
+    #[test]
+    fn wrong_dimensions_and_non_finite_values_are_errors() {
+        let mut set = VectorSet::new(3);
+        assert!(matches!(
+            set.push(&[1.0, 2.0]),
+            Err(EmbedError::Dimensions {
+                expected: 3,
+                got: 2
+            })
+        ));
+        assert!(matches!(
+            set.push(&[1.0, f32::INFINITY, 0.0]),
+            Err(EmbedError::NotFinite)
+        ));
+        set.push(&[1.0, 0.0, 0.0]).unwrap();
+        assert!(matches!(
+            set.scores(&[1.0, f32::NAN, 0.0]),
+            Err(EmbedError::NotFinite)
+        ));
+        assert!(matches!(
+            set.set(5, &[1.0, 0.0, 0.0]),
+            Err(EmbedError::RowOutOfRange { row: 5, len: 1 })
+        ));
+        assert_eq!(set.len(), 1);
+    }
+
+    #[test]
+    fn set_replaces_or_appends_and_truncate_drops_rows() {
+        let mut set = set(&[&[1.0, 0.0], &[0.0, 1.0]]);
+        set.set(0, &[0.0, 5.0]).unwrap();
+        assert_eq!(set.row(0).unwrap(), &[0.0, 1.0]);
+        set.set(2, &[2.0, 0.0]).unwrap();
+        assert_eq!(set.len(), 3);
+        assert_eq!(set.row(2).unwrap(), &[1.0, 0.0]);
+        set.truncate(1);
+        assert_eq!(set.len(), 1);
+        assert!(set.row(1).is_none());
+    }
+
+    #[test]
+    fn dot_handles_lengths_that_are_not_multiples_of_eight() {
+        let a: Vec<f32> = (0..19).map(|i| i as f32).collect();
+        let expected: f32 = a.iter().map(|x| x * x).sum();
+        assert_eq!(dot(&a, &a), expected);
+    }
+}

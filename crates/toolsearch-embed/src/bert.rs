@@ -1,0 +1,291 @@
+//! A BERT-style sentence model (all-MiniLM-L6-v2 by default) run in process with candle: WordPiece
+//! tokens (no padding, at most [`MAX_TOKENS`]), the encoder, mean pooling over the attention mask,
+//! L2 normalisation.
+
+use crate::error::ModelError;
+use crate::hash::{copy_hashed, hex, sha256};
+use crate::location::MODEL_FILES;
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use std::path::{Path, PathBuf};
+use tokenizers::{Tokenizer, TruncationParams};
+use toolsearch_core::embed::{normalize, EmbedError, Embedder};
+
+/// Tokens read per text, [CLS] and [SEP] included; longer texts are truncated.
+pub const MAX_TOKENS: usize = 256;
+
+/// Texts run through the model together, at most.
+const MAX_BATCH_TEXTS: usize = 32;
+
+/// Padded tokens per batch, at most: bounds the attention matrices' memory.
+const MAX_BATCH_TOKENS: usize = 4096;
+
+/// What makes vectors differ beyond the files: the pooling and the token limit.
+const RECIPE: &str = "mean-pool/l2/max-tokens-256";
+
+/// A loaded model. Shared by `&self` between threads; each call runs on the caller's thread
+/// (candle's matrix products use the rayon pool).
+pub struct BertEmbedder {
+    model: BertModel,
+    tokenizer: Tokenizer,
+    device: Device,
+    dims: usize,
+    max_tokens: usize,
+    identity: String,
+    dir: PathBuf,
+    max_batch_texts: usize,
+    max_batch_tokens: usize,
+}
+
+impl std::fmt::Debug for BertEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BertEmbedder")
+            .field("dir", &self.dir)
+            .field("dims", &self.dims)
+            .field("identity", &self.identity)
+            .finish()
+    }
+}
+
+fn read(dir: &Path, file: &'static str) -> Result<Vec<u8>, ModelError> {
+    let path = dir.join(file);
+    std::fs::read(&path).map_err(|source| {
+        if source.kind() == std::io::ErrorKind::NotFound {
+            if dir.is_dir() {
+                ModelError::MissingFile {
+                    dir: dir.to_path_buf(),
+                    file,
+                }
+            } else {
+                ModelError::MissingDir {
+                    dir: dir.to_path_buf(),
+                }
+            }
+        } else {
+            ModelError::io(path, source)
+        }
+    })
+}
+
+fn identity_from(file_hashes: &[[u8; 32]]) -> String {
+    let mut joined = Vec::with_capacity(32 * file_hashes.len() + RECIPE.len());
+    for hash in file_hashes {
+        joined.extend_from_slice(hash);
+    }
+    joined.extend_from_slice(RECIPE.as_bytes());
+    format!("bert-sentence/{}", &hex(&sha256(&joined))[..32])
+}
+
+/// The identity of the model in `dir` without loading it: a hash of its three files and of how
+/// vectors are pooled. The same files give the same identity in any folder.
+pub fn model_identity(dir: &Path) -> Result<String, ModelError> {
+    let mut hashes = Vec::with_capacity(MODEL_FILES.len());
+    for file in MODEL_FILES {
+        let path = dir.join(file);
+        let mut reader = std::fs::File::open(&path).map_err(|source| {
+            if source.kind() == std::io::ErrorKind::NotFound {
+                ModelError::MissingFile {
+                    dir: dir.to_path_buf(),
+                    file,
+                }
+            } else {
+                ModelError::io(&path, source)
+            }
+        })?;
+        hashes.push(
+            copy_hashed(&mut reader, &mut std::io::sink()).map_err(|e| ModelError::io(&path, e))?,
+        );
+    }
+    Ok(identity_from(&hashes))
+}
+
+impl BertEmbedder {
+    /// Loads `config.json`, `tokenizer.json` and `model.safetensors` from `dir`. Any BERT-style
+    /// sentence model works (the hidden size gives the dimensions).
+    pub fn load(dir: &Path) -> Result<Self, ModelError> {
+        if !dir.is_dir() {
+            return Err(ModelError::MissingDir {
+                dir: dir.to_path_buf(),
+            });
+        }
+        let config_bytes = read(dir, "config.json")?;
+        let tokenizer_bytes = read(dir, "tokenizer.json")?;
+        let weights = read(dir, "model.safetensors")?;
+        let identity = identity_from(&[
+            sha256(&config_bytes),
+            sha256(&tokenizer_bytes),
+            sha256(&weights),
+        ]);
+
+        let config_path = dir.join("config.json");
+        let config: Config =
+            serde_json::from_slice(&config_bytes).map_err(|e| ModelError::Config {
+                path: config_path.clone(),
+                message: e.to_string(),
+            })?;
+        if config.hidden_size == 0 {
+            return Err(ModelError::Config {
+                path: config_path,
+                message: "hidden_size is 0".into(),
+            });
+        }
+        let max_tokens = MAX_TOKENS.min(config.max_position_embeddings);
+
+        let tokenizer_path = dir.join("tokenizer.json");
+        let tokenizer_error = |message: String| ModelError::Tokenizer {
+            path: tokenizer_path.clone(),
+            message,
+        };
+        let mut tokenizer =
+            Tokenizer::from_bytes(&tokenizer_bytes).map_err(|e| tokenizer_error(e.to_string()))?;
+        // The shipped tokenizer pads every text to 128 tokens; batches are padded here instead,
+        // to their longest text.
+        tokenizer.with_padding(None);
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: max_tokens,
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| tokenizer_error(e.to_string()))?;
+
+        let device = Device::Cpu;
+        let weights_path = dir.join("model.safetensors");
+        let weights_error = |e: candle_core::Error| ModelError::Weights {
+            path: weights_path.clone(),
+            message: e.to_string(),
+        };
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
+            .map_err(weights_error)?;
+        let model = BertModel::load(vb, &config).map_err(weights_error)?;
+        tracing::debug!(dir = %dir.display(), %identity, dims = config.hidden_size, "embedding model loaded");
+        Ok(Self {
+            model,
+            tokenizer,
+            device,
+            dims: config.hidden_size,
+            max_tokens,
+            identity,
+            dir: dir.to_path_buf(),
+            max_batch_texts: MAX_BATCH_TEXTS,
+            max_batch_tokens: MAX_BATCH_TOKENS,
+        })
+    }
+
+    /// Changes how many texts (at most) and padded tokens (at most) run through the model at
+    /// once; larger batches use the cores better, smaller ones pad less. Both are at least 1.
+    pub fn with_batch_limits(mut self, texts: usize, tokens: usize) -> Self {
+        self.max_batch_texts = texts.max(1);
+        self.max_batch_tokens = tokens.max(1);
+        self
+    }
+
+    /// The folder the model was loaded from.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// Tokens read per text, at most.
+    pub fn max_tokens(&self) -> usize {
+        self.max_tokens
+    }
+
+    fn model_error(&self, message: impl std::fmt::Display) -> EmbedError {
+        EmbedError::model(&self.identity, message)
+    }
+
+    /// Runs one batch of token-id sequences (unpadded) and returns their pooled vectors.
+    fn run_batch(&self, sequences: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        let longest = sequences.iter().map(|s| s.len()).max().unwrap_or(0);
+        if longest == 0 {
+            return Ok(vec![vec![0.0; self.dims]; sequences.len()]);
+        }
+        let mut ids = Vec::with_capacity(sequences.len() * longest);
+        let mut mask = Vec::with_capacity(sequences.len() * longest);
+        for sequence in sequences {
+            ids.extend_from_slice(sequence);
+            ids.resize(ids.len() + longest - sequence.len(), 0);
+            mask.extend(std::iter::repeat_n(1u32, sequence.len()));
+            mask.extend(std::iter::repeat_n(0u32, longest - sequence.len()));
+        }
+        let shape = (sequences.len(), longest);
+        let pooled = (|| -> candle_core::Result<Vec<Vec<f32>>> {
+            let ids = Tensor::from_vec(ids, shape, &self.device)?;
+            let mask = Tensor::from_vec(mask, shape, &self.device)?;
+            let types = ids.zeros_like()?;
+            let hidden = self.model.forward(&ids, &types, Some(&mask))?;
+            // Mean over the real tokens only: padded positions are masked out of the sum and the
+            // count.
+            let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+            let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
+            let counts = mask.sum(1)?;
+            summed.broadcast_div(&counts)?.to_vec2::<f32>()
+        })()
+        .map_err(|e| self.model_error(e))?;
+        Ok(pooled
+            .into_iter()
+            .map(|mut v| {
+                normalize(&mut v);
+                v
+            })
+            .collect())
+    }
+}
+
+impl Embedder for BertEmbedder {
+    fn model_id(&self) -> &str {
+        &self.identity
+    }
+
+    fn dimensions(&self) -> usize {
+        self.dims
+    }
+
+    /// Tokenizes all texts, then runs them in batches of similar length (sorted by token count,
+    /// so little padding is computed), and returns the vectors in the input order.
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let encodings = self
+            .tokenizer
+            .encode_batch(texts.to_vec(), true)
+            .map_err(|e| self.model_error(format!("tokenizing failed: {e}")))?;
+        let sequences: Vec<&[u32]> = encodings.iter().map(|e| e.get_ids()).collect();
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| (sequences[i].len(), i));
+
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        let mut start = 0;
+        while start < order.len() {
+            // Sorted ascending, so the last text of a batch is its longest.
+            let mut end = start + 1;
+            while end < order.len()
+                && end - start < self.max_batch_texts
+                && (end - start + 1) * sequences[order[end]].len() <= self.max_batch_tokens
+            {
+                end += 1;
+            }
+            let batch: Vec<&[u32]> = order[start..end].iter().map(|&i| sequences[i]).collect();
+            for (&index, vector) in order[start..end].iter().zip(self.run_batch(&batch)?) {
+                out[index] = vector;
+            }
+            start = end;
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identity_depends_on_every_file() {
+        let a = identity_from(&[[1; 32], [2; 32], [3; 32]]);
+        assert_eq!(a, identity_from(&[[1; 32], [2; 32], [3; 32]]));
+        assert_ne!(a, identity_from(&[[1; 32], [2; 32], [4; 32]]));
+        assert_ne!(a, identity_from(&[[9; 32], [2; 32], [3; 32]]));
+        assert!(a.starts_with("bert-sentence/"));
+    }
+}

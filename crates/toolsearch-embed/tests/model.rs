@@ -1,0 +1,140 @@
+//! The real model: parity with the reference implementation, batching, truncation, identity.
+//! Needs the model files (scripts/test.sh installs them into `.test-peers/model`); without them
+//! these tests are skipped, or fail under `TOOLSEARCH_REQUIRE_MODEL=1`.
+
+#[path = "../../../tests/support/peers.rs"]
+mod peers;
+
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use toolsearch_core::embed::{dot, embedding_text, VectorSet};
+use toolsearch_core::Tool;
+use toolsearch_embed::{model_identity, verify_default_model, BertEmbedder, Embedder};
+
+/// One model for all tests of this binary (loading costs a few hundred milliseconds).
+fn model(test: &str) -> Option<&'static BertEmbedder> {
+    static MODEL: OnceLock<Option<(PathBuf, BertEmbedder)>> = OnceLock::new();
+    let dir = peers::model_or_skip(test)?;
+    let loaded = MODEL.get_or_init(|| {
+        let embedder = BertEmbedder::load(&dir)
+            .unwrap_or_else(|e| panic!("the model at {} loads: {e}", dir.display()));
+        Some((dir, embedder))
+    });
+    loaded.as_ref().map(|(_, m)| m)
+}
+
+fn embed_one(model: &BertEmbedder, text: &str) -> Vec<f32> {
+    model.embed(&[text]).expect("embeds").remove(0)
+}
+
+fn max_diff(a: &[f32], b: &[f32]) -> f32 {
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
+}
+
+#[test]
+fn parity_with_the_reference_model() {
+    let Some(model) = model("parity_with_the_reference_model") else {
+        return;
+    };
+    // sentence-transformers' all-MiniLM-L6-v2 gives these first five values for this sentence.
+    let reference = [0.039452f32, 0.049227, 0.009736, -0.017072, 0.068684];
+    let vector = embed_one(model, "send an email to a colleague");
+    assert_eq!(vector.len(), 384);
+    assert_eq!(model.dimensions(), 384);
+    for (i, (got, want)) in vector.iter().zip(reference).enumerate() {
+        assert!(
+            (got - want).abs() < 1e-4,
+            "value {i}: got {got}, the reference model gives {want} (vector starts {:?})",
+            &vector[..5]
+        );
+    }
+    assert!((dot(&vector, &vector) - 1.0).abs() < 1e-4, "L2-normalised");
+}
+
+#[test]
+fn a_batch_gives_the_same_vectors_as_one_text_at_a_time() {
+    let Some(model) = model("a_batch_gives_the_same_vectors_as_one_text_at_a_time") else {
+        return;
+    };
+    // Different lengths, so the batch is padded: padding must not change any vector.
+    let texts = [
+        "weather",
+        "send an email to a colleague",
+        "create a calendar event for next Tuesday at noon with the whole design team and a room",
+        "send an email to a colleague",
+        "",
+    ];
+    let batch = model.embed(&texts).expect("embeds");
+    assert_eq!(batch.len(), texts.len());
+    for (text, vector) in texts.iter().zip(&batch) {
+        let alone = embed_one(model, text);
+        assert!(
+            max_diff(vector, &alone) < 1e-4,
+            "`{text}`: batched and alone differ by {}",
+            max_diff(vector, &alone)
+        );
+    }
+    assert_eq!(batch[1], batch[3]);
+}
+
+#[test]
+fn long_texts_are_truncated_to_256_tokens() {
+    let Some(model) = model("long_texts_are_truncated_to_256_tokens") else {
+        return;
+    };
+    assert_eq!(model.max_tokens(), 256);
+    let long = "the quick brown fox jumps over the lazy dog ".repeat(60); // ~540 tokens
+    let a = embed_one(model, &long);
+    let b = embed_one(
+        model,
+        &format!("{long} and then sends an urgent invoice reminder"),
+    );
+    // Everything past the first 256 tokens is cut, so the tail changes nothing.
+    assert!(max_diff(&a, &b) < 1e-5, "differ by {}", max_diff(&a, &b));
+    let short = embed_one(model, "the quick brown fox jumps over the lazy dog");
+    assert!(max_diff(&a, &short) > 1e-3, "the long text is still read");
+}
+
+#[test]
+fn similar_meanings_are_closer_than_unrelated_ones() {
+    let Some(model) = model("similar_meanings_are_closer_than_unrelated_ones") else {
+        return;
+    };
+    let tools = [
+        Tool::new(
+            "send_mail",
+            "Compose and deliver an electronic message to a recipient",
+        ),
+        Tool::new("get_forecast", "Weather forecast for a location"),
+        Tool::new("create_invoice", "Bill a customer for an order"),
+    ];
+    let texts: Vec<String> = tools.iter().map(embedding_text).collect();
+    let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
+    let mut set = VectorSet::new(model.dimensions());
+    for vector in model.embed(&refs).expect("embeds") {
+        set.push(&vector).expect("384 dimensions");
+    }
+    // No word in common with the right tool: only the model's sense of meaning can find it.
+    for (query, expected) in [
+        ("email my colleague", 0),
+        ("will it rain tomorrow", 1),
+        ("charge the client", 2),
+    ] {
+        let hits = set.top_k(&embed_one(model, query), 3).expect("scan");
+        assert_eq!(hits[0].row, expected, "`{query}`: {hits:?}");
+    }
+}
+
+#[test]
+fn identity_is_the_hash_of_the_files_and_the_files_are_the_pinned_ones() {
+    let Some(model) = model("identity_is_the_hash_of_the_files_and_the_files_are_the_pinned_ones")
+    else {
+        return;
+    };
+    let dir = model.dir().to_path_buf();
+    assert_eq!(model_identity(&dir).expect("hashes"), model.model_id());
+    assert_eq!(verify_default_model(&dir).expect("reads"), None);
+}
