@@ -8,7 +8,11 @@ use std::time::Duration;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ServerState {
     /// Being started or connected; `attempt` counts from 1 since it was last ready.
-    Starting { attempt: u32 },
+    Starting {
+        attempt: u32,
+        /// Why the previous attempt failed, after a failure.
+        last_error: Option<String>,
+    },
     /// Connected, tools fetched, taking calls.
     Ready,
     /// Down; the next start comes after `retry_in`.
@@ -32,7 +36,14 @@ impl ServerState {
 impl fmt::Display for ServerState {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ServerState::Starting { attempt } => write!(f, "starting, attempt {attempt}"),
+            ServerState::Starting {
+                attempt,
+                last_error: None,
+            } => write!(f, "starting, attempt {attempt}"),
+            ServerState::Starting {
+                attempt,
+                last_error: Some(last_error),
+            } => write!(f, "starting, attempt {attempt}; last error: {last_error}"),
             ServerState::Ready => f.write_str("ready"),
             ServerState::Restarting {
                 attempt,

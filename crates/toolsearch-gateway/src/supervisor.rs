@@ -212,7 +212,10 @@ impl UpstreamManager {
         let mut receivers = Vec::new();
         for (name, server) in servers {
             let (tx, rx) = mpsc::unbounded_channel();
-            let (state, _) = watch::channel(ServerState::Starting { attempt: 1 });
+            let (state, _) = watch::channel(ServerState::Starting {
+                attempt: 1,
+                last_error: None,
+            });
             let transport = server.transport();
             slots.push(Arc::new(Slot {
                 name,
@@ -484,6 +487,8 @@ async fn supervise(
     let opts = inner.options.clone();
     let shutdown = inner.shutdown.clone();
     let mut failures: u32 = 0;
+    // Kept while it restarts, so that a state read mid-attempt still says why it is down.
+    let mut previous_error: Option<String> = None;
     loop {
         // Signals from a previous session no longer apply.
         while signals.try_recv().is_ok() {}
@@ -491,6 +496,7 @@ async fn supervise(
             &slot,
             ServerState::Starting {
                 attempt: failures + 1,
+                last_error: previous_error.clone(),
             },
         );
         let started = tokio::select! {
@@ -521,6 +527,7 @@ async fn supervise(
             }
             Err(error) => error.to_string(),
         };
+        previous_error = Some(last_error.clone());
         failures = failures.saturating_add(1);
         if opts.max_restarts.is_some_and(|max| failures > max) {
             inner.set_state(
