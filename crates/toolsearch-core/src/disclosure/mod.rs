@@ -622,12 +622,7 @@ impl Disclosure {
             ..SearchArgs::new(args.query)
         };
         let results = self.run_search(&search, &self.search_options(true, limit), engine)?;
-        let ids: Vec<ToolId> = results
-            .page
-            .tools
-            .iter()
-            .map(|t| engine.naming().parse(&t.name))
-            .collect();
+        let ids = tool_ids(&results, engine);
         let loaded = self.reveal(session_id, ids, engine);
         Ok(MetaOutcome {
             visible_changed: !loaded.is_empty(),
@@ -727,12 +722,7 @@ impl Disclosure {
     ) -> Result<MetaOutcome> {
         let limit = self.config.max_tools_limit.min(contract::MAX_LIMIT);
         let results = self.run_search(args, &self.search_options(false, limit), engine)?;
-        let ids: Vec<ToolId> = results
-            .page
-            .tools
-            .iter()
-            .map(|t| engine.naming().parse(&t.name))
-            .collect();
+        let ids = tool_ids(&results, engine);
         let result = to_json(&results);
         // A search that finds nothing keeps the current tools: an empty set would strand the model.
         if ids.is_empty() {
@@ -807,6 +797,16 @@ impl Disclosure {
             .map(|t| t.name)
             .collect())
     }
+}
+
+/// The ids of the tools a search returned.
+fn tool_ids(results: &SearchResults, engine: &SearchEngine) -> Vec<ToolId> {
+    results
+        .page
+        .tools
+        .iter()
+        .map(|t| engine.naming().parse(&t.name))
+        .collect()
 }
 
 fn unchanged(result: Value) -> MetaOutcome {

@@ -10,6 +10,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use toolsearch_core::catalog::json_depth;
 
 use super::output::floor_char_boundary;
 #[cfg(test)]
@@ -216,7 +217,7 @@ pub(super) fn evaluate(
                 .collect();
             Refusal::BadFilter(parts.join("; "))
         })?;
-    if nesting_depth(text) > MAX_QUERY_DEPTH {
+    if json_depth(text) > MAX_QUERY_DEPTH {
         return Err(Refusal::TooDeep);
     }
     let input = jaq_json::read::parse_single(text.as_bytes())
@@ -260,34 +261,6 @@ pub(super) fn evaluate(
         truncated,
         halted,
     })
-}
-
-/// The deepest nesting of arrays and objects in JSON `text`, counted without recursion (strings
-/// skipped, escapes honoured). Not a validator: what it counts in broken JSON does not matter.
-pub(super) fn nesting_depth(text: &str) -> usize {
-    let (mut depth, mut deepest) = (0usize, 0usize);
-    let (mut in_string, mut escaped) = (false, false);
-    for byte in text.bytes() {
-        if in_string {
-            match byte {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match byte {
-            b'"' => in_string = true,
-            b'[' | b'{' => {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-            b']' | b'}' => depth = depth.saturating_sub(1),
-            _ => {}
-        }
-    }
-    deepest
 }
 
 /// `line L, column C` of a slice of `code` (jaq reports errors as slices of the filter).
@@ -412,13 +385,10 @@ mod tests {
 
     #[test]
     fn nesting_depth_counts_without_recursing() {
-        assert_eq!(
-            nesting_depth(r#"{"a": [1, {"b": "[[[{{"}], "c\"[": []}"#),
-            3
-        );
-        assert_eq!(nesting_depth("42"), 0);
+        assert_eq!(json_depth(r#"{"a": [1, {"b": "[[[{{"}], "c\"[": []}"#), 3);
+        assert_eq!(json_depth("42"), 0);
         let deep = format!("{}{}", "[".repeat(200_000), "]".repeat(200_000));
-        assert_eq!(nesting_depth(&deep), 200_000);
+        assert_eq!(json_depth(&deep), 200_000);
         // Refused before jaq parses it.
         let err = query(&stored(&deep), "length", 10, 1000).unwrap_err();
         assert!(matches!(err, OffloadError::TooDeep { .. }), "{err}");
