@@ -2,19 +2,15 @@
 //! evaluation datasets are pointed away, so this needs no data).
 
 use serde_json::Value;
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod peers;
+use peers::stderr_of as stderr;
 
 const NO_DATASETS: &str = "/nonexistent/toolsearch-bench-cli-datasets";
 
 fn toolsearch(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolsearch"))
-        .args(args)
-        .output()
-        .expect("the toolsearch binary runs")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    peers::run_toolsearch_in(None, args)
 }
 
 fn number(value: &Value, key: &str) -> f64 {

@@ -2,7 +2,10 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod peers;
+use peers::stderr_of as stderr;
 
 const TOOLS: &str = r#"[
   {"name": "send_email", "description": "Send an email to a recipient", "server": "mail"},
@@ -49,15 +52,7 @@ impl Drop for Scratch {
 }
 
 fn toolsearch_in(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolsearch"))
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("the toolsearch binary runs")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    peers::run_toolsearch_in(Some(dir), args)
 }
 
 #[test]

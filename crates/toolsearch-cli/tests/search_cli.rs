@@ -2,7 +2,10 @@
 
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
+
+mod peers;
+use peers::stderr_of as stderr;
 
 const CATALOG: &str = r#"{"servers": {
   "mail": [
@@ -46,18 +49,11 @@ impl Drop for Scratch {
 }
 
 fn toolsearch(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_toolsearch"))
-        .args(args)
-        .output()
-        .expect("the toolsearch binary runs")
+    peers::run_toolsearch_in(None, args)
 }
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn search(catalog: &Path, args: &[&str]) -> Output {

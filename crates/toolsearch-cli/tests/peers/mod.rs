@@ -71,6 +71,23 @@ pub fn toolsearch() -> Command {
     command
 }
 
+/// Runs `toolsearch ARGS` to the end, in `dir` when given.
+pub fn run_toolsearch_in(dir: Option<&Path>, args: &[&str]) -> std::process::Output {
+    let mut command = toolsearch();
+    if let Some(dir) = dir {
+        command.current_dir(dir);
+    }
+    command
+        .args(args)
+        .output()
+        .expect("the toolsearch binary runs")
+}
+
+/// A finished command's stderr, as text.
+pub fn stderr_of(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// Starts `toolsearch serve --http` on a free port and waits until it listens.
 pub fn serve_http(config: &Path) -> Gateway {
     let mut child = toolsearch()
