@@ -29,10 +29,11 @@ pub const DEFAULT_TOP_BAND: f32 = 0.5;
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SearchArgs {
-    /// Keywords, or a tool's exact name.
+    /// What the tool should do, in your own words; or a tool's exact name.
     #[serde(default)]
     pub query: String,
-    /// keyword (default), regex or exact.
+    /// hybrid (words and meaning; the default when an embedding model is loaded), keyword (the
+    /// default without one), semantic, regex or exact.
     #[serde(default)]
     #[schemars(with = "SearchMode")]
     pub mode: Option<SearchMode>,
@@ -245,7 +246,7 @@ pub fn search(
         .clamp(1, MAX_LIMIT);
     let offset = args.offset.unwrap_or(0);
     let mut request = SearchRequest::new(args.query.clone())
-        .mode(args.mode.unwrap_or_default())
+        .mode(args.mode.unwrap_or_else(|| engine.default_mode()))
         .limit(limit)
         .offset(offset)
         .filters(Filters {

@@ -46,8 +46,14 @@ pub enum Error {
         mode: &'static str,
     },
 
-    #[error("unknown search mode `{0}`; use keyword, regex or exact")]
+    #[error("unknown search mode `{0}`; use hybrid, keyword, semantic, regex or exact")]
     UnknownMode(String),
+
+    #[error("semantic search needs an embedding model and none is loaded; run `toolsearch model fetch` (or pass --model DIR), or search in keyword or hybrid mode")]
+    NoEmbeddingModel,
+
+    #[error("embedding the query failed: {0}; search in keyword mode meanwhile")]
+    QueryEmbedding(#[source] crate::embed::EmbedError),
 
     #[error("unknown tool `{name}`{}", did_you_mean(.suggestions))]
     UnknownTool {

@@ -22,8 +22,8 @@ pub use error::{Error, Result};
 pub use formats::{parse_catalog, CatalogFormat};
 pub use policy::{CatalogPolicy, CategoryDef, CategoryInfo, NamePattern, Naming};
 pub use search::{
-    Fallback, Filters, MatchedOn, SearchConfig, SearchEngine, SearchHit, SearchMode, SearchRequest,
-    SearchResponse,
+    Fallback, Filters, Fusion, MatchedOn, PendingVector, SearchConfig, SearchEngine, SearchHit,
+    SearchMode, SearchRequest, SearchResponse, VectorStatus,
 };
 pub use served::{output_schema_for, parse_arguments, schema_for, OneOrMany, ToolDecl};
 pub use tool::{DeferPolicy, Tool, ToolId, ToolSchema, DEFAULT_SEPARATOR};

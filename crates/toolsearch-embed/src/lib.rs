@@ -9,6 +9,7 @@
 
 mod bert;
 mod cache;
+mod cached;
 mod error;
 mod fetch;
 mod hash;
@@ -16,6 +17,7 @@ mod location;
 
 pub use bert::{model_identity, BertEmbedder, MAX_TOKENS};
 pub use cache::{CacheOpened, EmbedStats, VectorCache};
+pub use cached::{embed_tools, CachedEmbedder};
 pub use error::ModelError;
 pub use fetch::{
     fetch_default_model, load_model, verify_default_model, FetchOptions, FetchOutcome, PipOutput,

@@ -24,8 +24,12 @@ pub enum EvalError {
     },
     #[error(transparent)]
     Engine(#[from] toolsearch_core::Error),
-    #[error("unknown ranker `{0}`; use toolsearch, overlap, bm25-plain or regex")]
+    #[error(
+        "unknown ranker `{0}`; use toolsearch, hybrid, semantic, overlap, bm25-plain or regex"
+    )]
     UnknownRanker(String),
+    #[error("the {0} ranker needs an embedding model; run `toolsearch model fetch`, pass --model DIR, or leave that ranker out")]
+    NoModel(&'static str),
     #[error("reference ranker failed: {0}")]
     Reference(String),
 }

@@ -4,11 +4,14 @@
 use crate::EvalError;
 use regex::RegexBuilder;
 use std::str::FromStr;
+use std::sync::Arc;
 use tantivy::collector::TopDocs;
 use tantivy::query::QueryParser;
 use tantivy::schema::{Schema, Value, STORED, TEXT};
 use tantivy::{Index, IndexReader, TantivyDocument};
-use toolsearch_core::{Catalog, SearchConfig, SearchEngine, SearchRequest, Tool};
+use toolsearch_core::{
+    Catalog, Embedder, SearchConfig, SearchEngine, SearchMode, SearchRequest, Tool,
+};
 
 /// Ranks tool names for a query, best first.
 pub trait Ranker {
@@ -18,8 +21,12 @@ pub trait Ranker {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RankerKind {
-    /// The engine's default keyword mode.
+    /// The engine's keyword mode.
     Toolsearch,
+    /// The engine's hybrid mode: words and meaning fused (needs an embedding model).
+    Hybrid,
+    /// The engine's semantic mode: meaning only (needs an embedding model).
+    Semantic,
     /// Keyword overlap as several agent frameworks ship it.
     Overlap,
     /// tantivy's default BM25 over name and description as one field.
@@ -29,21 +36,41 @@ pub enum RankerKind {
 }
 
 impl RankerKind {
-    pub const ALL: [RankerKind; 4] = [
+    pub const ALL: [RankerKind; 6] = [
         RankerKind::Toolsearch,
+        RankerKind::Hybrid,
+        RankerKind::Semantic,
         RankerKind::Overlap,
         RankerKind::Bm25Plain,
         RankerKind::Regex,
     ];
 
-    /// `config` applies to the engine's ranker; the references have fixed settings.
+    /// Whether the ranker needs an embedding model.
+    pub fn needs_model(self) -> bool {
+        matches!(self, RankerKind::Hybrid | RankerKind::Semantic)
+    }
+
+    /// `config` applies to the engine's rankers; the references have fixed settings. `embedder`
+    /// is the model of the hybrid and semantic rankers.
     pub fn build(
         self,
         tools: &[Tool],
         config: &SearchConfig,
+        embedder: Option<&Arc<dyn Embedder>>,
     ) -> Result<Box<dyn Ranker>, EvalError> {
+        let with_model = |mode| -> Result<Box<dyn Ranker>, EvalError> {
+            let embedder = embedder.ok_or(EvalError::NoModel(self.name()))?;
+            Ok(Box::new(EngineRanker::with_model(
+                tools,
+                config.clone(),
+                mode,
+                embedder.clone(),
+            )?))
+        };
         Ok(match self {
             RankerKind::Toolsearch => Box::new(EngineRanker::new(tools, config.clone())?),
+            RankerKind::Hybrid => with_model(SearchMode::Hybrid)?,
+            RankerKind::Semantic => with_model(SearchMode::Semantic)?,
             RankerKind::Overlap => Box::new(OverlapRanker::new(tools)),
             RankerKind::Bm25Plain => Box::new(Bm25PlainRanker::new(tools)?),
             RankerKind::Regex => Box::new(RegexRanker::new(tools)),
@@ -56,6 +83,8 @@ impl FromStr for RankerKind {
     fn from_str(s: &str) -> Result<Self, EvalError> {
         Ok(match s {
             "toolsearch" => RankerKind::Toolsearch,
+            "hybrid" => RankerKind::Hybrid,
+            "semantic" => RankerKind::Semantic,
             "overlap" => RankerKind::Overlap,
             "bm25-plain" => RankerKind::Bm25Plain,
             "regex" => RankerKind::Regex,
@@ -64,8 +93,22 @@ impl FromStr for RankerKind {
     }
 }
 
+impl RankerKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            RankerKind::Toolsearch => "toolsearch",
+            RankerKind::Hybrid => "hybrid",
+            RankerKind::Semantic => "semantic",
+            RankerKind::Overlap => "overlap",
+            RankerKind::Bm25Plain => "bm25-plain",
+            RankerKind::Regex => "regex",
+        }
+    }
+}
+
 pub struct EngineRanker {
     engine: SearchEngine,
+    mode: SearchMode,
 }
 
 impl EngineRanker {
@@ -73,19 +116,38 @@ impl EngineRanker {
         let catalog = Catalog::from_tools(tools.iter().cloned())?;
         Ok(Self {
             engine: SearchEngine::from_catalog(catalog, config)?,
+            mode: SearchMode::Keyword,
         })
+    }
+
+    /// The engine in `mode` with `embedder`, every tool embedded before the first query.
+    pub fn with_model(
+        tools: &[Tool],
+        config: SearchConfig,
+        mode: SearchMode,
+        embedder: Arc<dyn Embedder>,
+    ) -> Result<Self, EvalError> {
+        let catalog = Catalog::from_tools(tools.iter().cloned())?;
+        let mut engine = SearchEngine::from_catalog(catalog, config)?;
+        engine.set_embedder(Some(embedder));
+        engine.embed_pending()?;
+        Ok(Self { engine, mode })
     }
 }
 
 impl Ranker for EngineRanker {
     fn name(&self) -> &'static str {
-        "toolsearch"
+        match self.mode {
+            SearchMode::Hybrid => "hybrid",
+            SearchMode::Semantic => "semantic",
+            _ => "toolsearch",
+        }
     }
 
     fn rank(&self, query: &str, depth: usize) -> Result<Vec<String>, EvalError> {
         let response = self
             .engine
-            .search(&SearchRequest::new(query).limit(depth))?;
+            .search(&SearchRequest::new(query).mode(self.mode).limit(depth))?;
         Ok(response.tools.iter().map(|h| h.tool.name.clone()).collect())
     }
 }

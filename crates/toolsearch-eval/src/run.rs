@@ -5,8 +5,9 @@ use crate::metrics::{score, Metrics};
 use crate::rankers::RankerKind;
 use crate::EvalError;
 use serde::Serialize;
+use std::sync::Arc;
 use std::time::Instant;
-use toolsearch_core::SearchConfig;
+use toolsearch_core::{Embedder, SearchConfig};
 
 /// Results are ranked this deep: every metric reads the first 10 (MRR too, so a first relevant
 /// name below rank 10 counts as not returned, for every ranker alike).
@@ -36,10 +37,11 @@ pub fn evaluate(
     rankers: &[RankerKind],
     with_instruction: bool,
     config: &SearchConfig,
+    embedder: Option<&Arc<dyn Embedder>>,
 ) -> Result<DatasetReport, EvalError> {
     let mut reports = Vec::new();
     for kind in rankers {
-        let ranker = kind.build(&dataset.tools, config)?;
+        let ranker = kind.build(&dataset.tools, config, embedder)?;
         let mut per_query = Vec::with_capacity(dataset.queries.len());
         let mut latencies = Vec::with_capacity(dataset.queries.len());
         for query in &dataset.queries {

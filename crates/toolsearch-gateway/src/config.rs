@@ -349,6 +349,35 @@ pub struct ToolSearchConfig {
     /// Large upstream outputs kept out of the context (`[toolSearch.offload]`).
     #[serde(default)]
     pub offload: OffloadConfig,
+    /// Search by meaning (`[toolSearch.semantic]`).
+    #[serde(default)]
+    pub semantic: SemanticConfig,
+}
+
+/// The `toolSearch.semantic` section: hybrid search with an embedding model in process.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SemanticConfig {
+    /// Off: no model is loaded and search is by words only.
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// The model's folder (a BERT-style sentence model: `config.json`, `tokenizer.json`,
+    /// `model.safetensors`). Default: `TOOLSEARCH_MODEL_DIR`, else the user's cache folder.
+    #[serde(default)]
+    pub model: Option<std::path::PathBuf>,
+    /// Never download the default model when it is missing (search stays keyword-only).
+    #[serde(default)]
+    pub offline: bool,
+}
+
+impl Default for SemanticConfig {
+    fn default() -> Self {
+        Self {
+            enabled: true,
+            model: None,
+            offline: false,
+        }
+    }
 }
 
 /// The `toolSearch.offload` section: upstream results whose text is larger than `thresholdBytes`
@@ -437,6 +466,7 @@ impl Default for ToolSearchConfig {
             debug: false,
             call_timeout_secs: default_call_timeout(),
             offload: OffloadConfig::default(),
+            semantic: SemanticConfig::default(),
         }
     }
 }

@@ -21,6 +21,7 @@ use crate::config::GatewayConfig;
 use crate::error::{GatewayError, Result};
 use crate::offload::{self, OffloadError, OffloadStore, OffloadTool};
 use crate::rest::SharedEngine;
+use crate::semantic::Semantic;
 use crate::supervisor::{ServerState, UpstreamEvent, UpstreamManager};
 
 /// Search results mark the tools of upstreams that are not ready.
@@ -59,6 +60,8 @@ pub struct Gateway {
     call_timeout: Duration,
     /// Large outputs stored per session; `None` when `toolSearch.offload.enabled` is off.
     offload: Option<OffloadStore>,
+    /// The embedding model and the tools' vectors, filled in the background.
+    semantic: Arc<Semantic>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -127,7 +130,10 @@ impl Gateway {
         };
         // Subscribe before reading the current tools so that no change falls in between.
         let events = upstreams.subscribe();
+        let engine = Arc::new(RwLock::new(engine));
+        let semantic = Semantic::start(&config.tool_search.semantic, engine.clone());
         let gateway = Arc::new(Self {
+            semantic,
             status,
             offload_tools,
             call_timeout: config.tool_search.call_timeout(),
@@ -138,7 +144,7 @@ impl Gateway {
                 .then(|| OffloadStore::new(config.tool_search.offload.clone())),
             config,
             upstreams,
-            engine: Arc::new(RwLock::new(engine)),
+            engine,
             disclosure,
             sessions: Mutex::new(HashMap::new()),
             next_session: AtomicU64::new(1),
@@ -172,6 +178,11 @@ impl Gateway {
     /// Which upstreams cannot take calls right now, for the REST API's results.
     pub fn server_status(&self) -> Arc<dyn ServerStatus> {
         self.status.clone()
+    }
+
+    /// Where search by meaning stands (model, vectors ready).
+    pub fn semantic(&self) -> &Arc<Semantic> {
+        &self.semantic
     }
 
     pub fn preset(&self) -> Preset {
@@ -209,6 +220,7 @@ impl Gateway {
         } else {
             self.write_engine().replace_server(server, tools)
         };
+        self.semantic.tools_changed();
         match outcome {
             Ok(()) => tracing::info!(server, tools = count, "indexed the server's tools"),
             Err(e) => tracing::error!(server, error = %e, "cannot index the server's tools"),

@@ -8,6 +8,7 @@
 //! - [`downstream`]: the MCP server clients connect to (stdio, Streamable HTTP at `/mcp`).
 //! - [`offload`]: large upstream outputs stored per session and read back in pieces.
 //! - [`http_config`]: the `http` config section: the listener's limits and its `Host`/`Origin` rules.
+//! - [`semantic`]: the embedding model loaded and the tools' vectors computed in the background.
 //! - [`rest`]: the REST API (`/api/mcp-standard/...`, `/api/openapi.json`) as an axum router.
 
 pub mod config;
@@ -17,6 +18,7 @@ pub mod gateway;
 pub mod http_config;
 pub mod offload;
 pub mod rest;
+pub mod semantic;
 mod state;
 pub mod stdio;
 pub mod supervisor;
@@ -24,8 +26,8 @@ pub mod upstream;
 mod wire;
 
 pub use config::{
-    ConfigError, GatewayConfig, OffloadConfig, RestConfig, ServerConfig, ToolSearchConfig,
-    Transport,
+    ConfigError, GatewayConfig, OffloadConfig, RestConfig, SemanticConfig, ServerConfig,
+    ToolSearchConfig, Transport,
 };
 pub use downstream::{GatewayService, MCP_PATH};
 pub use error::{GatewayError, Result};

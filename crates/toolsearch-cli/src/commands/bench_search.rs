@@ -422,7 +422,7 @@ fn measure(args: &SearchBenchArgs, size: usize) -> Result<Measurement> {
         m.replace_server_max_ms = Some(max);
     } else {
         let started = Instant::now();
-        let ranker = kind.build(&tools, &search_config(args)?)?;
+        let ranker = kind.build(&tools, &search_config(args)?, None)?;
         m.build_ms = ms(started);
         drop(tools);
         let (latencies, errors) = time_queries(&queries, |q| ranker.rank(q, LIMIT).is_ok());

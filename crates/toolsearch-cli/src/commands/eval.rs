@@ -1,9 +1,12 @@
+use crate::commands::model::{load_for_search, ModelArgs};
 use crate::BadInput;
 use anyhow::Result;
 use clap::Args;
 use serde_json::json;
 use std::path::{Path, PathBuf};
-use toolsearch_core::SearchConfig;
+use std::sync::Arc;
+use toolsearch_core::{Embedder, SearchConfig};
+use toolsearch_embed::{CachedEmbedder, VectorCache};
 use toolsearch_eval::{evaluate, Dataset, DatasetReport, RankerKind};
 
 /// Where the evaluation data lives relative to the project root.
@@ -15,7 +18,8 @@ pub struct EvalArgs {
     /// ../shared/eval/datasets.
     #[arg(long)]
     dataset: Vec<PathBuf>,
-    /// A ranker to run (toolsearch, overlap, bm25-plain, regex); repeatable. Default: all.
+    /// A ranker to run (toolsearch, hybrid, semantic, overlap, bm25-plain, regex); repeatable.
+    /// Default: all (hybrid and semantic only when the embedding model is available).
     #[arg(long)]
     ranker: Vec<String>,
     /// Put each query's instruction in front of it.
@@ -28,6 +32,8 @@ pub struct EvalArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    model: ModelArgs,
 }
 
 /// The default search settings with each `--set KEY=VALUE` applied (shared with `bench search`).
@@ -43,7 +49,8 @@ pub fn search_config(settings: &[String]) -> Result<SearchConfig> {
 }
 
 pub fn run(args: EvalArgs) -> Result<()> {
-    let rankers: Vec<RankerKind> = if args.ranker.is_empty() {
+    let chosen = !args.ranker.is_empty();
+    let mut rankers: Vec<RankerKind> = if !chosen {
         RankerKind::ALL.to_vec()
     } else {
         args.ranker
@@ -55,6 +62,22 @@ pub fn run(args: EvalArgs) -> Result<()> {
             .collect::<Result<_, _>>()?
     };
     let config = search_config(&args.settings)?;
+    let cached = if rankers.iter().any(|r| r.needs_model()) {
+        load_cached_model(&args.model)
+    } else {
+        None
+    };
+    let embedder: Option<Arc<dyn Embedder>> = cached.clone().map(|c| c as Arc<dyn Embedder>);
+    if embedder.is_none() {
+        if chosen && rankers.iter().any(|r| r.needs_model()) {
+            return Err(BadInput(
+                "the hybrid and semantic rankers need the embedding model; see the warning above"
+                    .into(),
+            )
+            .into());
+        }
+        rankers.retain(|r| !r.needs_model());
+    }
     let dirs = if args.dataset.is_empty() {
         let root = Path::new(DEFAULT_DATASETS);
         if !root.is_dir() {
@@ -77,7 +100,19 @@ pub fn run(args: EvalArgs) -> Result<()> {
                 dataset.name, dataset.skipped_unnamed
             );
         }
-        let report = evaluate(&dataset, &rankers, args.with_instruction, &config)?;
+        let report = evaluate(
+            &dataset,
+            &rankers,
+            args.with_instruction,
+            &config,
+            embedder.as_ref(),
+        )?;
+        if let Some(cached) = &cached {
+            // Saved after each dataset, so an interrupted run keeps what it embedded.
+            if let Err(error) = cached.save() {
+                eprintln!("warning: the evaluation's vector cache was not saved: {error}");
+            }
+        }
         if !args.json {
             print_table(&report);
         }
@@ -92,6 +127,27 @@ pub fn run(args: EvalArgs) -> Result<()> {
         print_average(&reports);
     }
     Ok(())
+}
+
+/// The model behind a vector cache of its own (tools and queries of the evaluation sets, kept
+/// apart from the tools' cache of `serve` and `search`).
+fn load_cached_model(args: &ModelArgs) -> Option<Arc<CachedEmbedder>> {
+    let model = load_for_search(args)?;
+    let root = toolsearch_embed::cache_root(&|key| std::env::var_os(key))
+        .unwrap_or_else(std::env::temp_dir)
+        .join("eval");
+    let (cache, _) = VectorCache::open(
+        VectorCache::path_in(&root, model.model_id()),
+        model.model_id(),
+        model.dimensions(),
+    );
+    match CachedEmbedder::new(model, cache) {
+        Ok(cached) => Some(Arc::new(cached)),
+        Err(error) => {
+            eprintln!("warning: leaving out the hybrid and semantic rankers: {error}");
+            None
+        }
+    }
 }
 
 fn print_table(report: &DatasetReport) {

@@ -1,9 +1,12 @@
 use crate::catalog_file::load_engine;
+use crate::commands::model::{load_for_search, ModelArgs};
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
+use std::sync::Arc;
 use toolsearch_core::contract::{self, SearchArgs as Search, SearchOptions, SearchResults};
 use toolsearch_core::{Fallback, NamePattern, OneOrMany, SearchMode};
+use toolsearch_embed::{embed_tools, Embedder, VectorCache};
 
 #[derive(Args)]
 pub struct SearchArgs {
@@ -13,9 +16,10 @@ pub struct SearchArgs {
     /// Force the catalog format instead of detecting it: mcp, openai, anthropic, gemini, multi.
     #[arg(long)]
     format: Option<String>,
-    /// keyword (default), regex or exact.
-    #[arg(long, default_value = "keyword")]
-    mode: String,
+    /// hybrid (words and meaning; the default when the embedding model is available), keyword,
+    /// semantic, regex or exact.
+    #[arg(long)]
+    mode: Option<String>,
     /// Maximum number of results (at most 50).
     #[arg(long, default_value_t = contract::DEFAULT_LIMIT)]
     limit: usize,
@@ -43,17 +47,28 @@ pub struct SearchArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    model: ModelArgs,
     /// The query; empty lists the catalog.
     #[arg(default_value = "")]
     query: String,
 }
 
 pub fn run(args: SearchArgs) -> Result<()> {
-    let mode: SearchMode = args.mode.parse()?;
-    let engine = load_engine(&args.catalog, args.format.as_deref())?;
+    let mode: Option<SearchMode> = args.mode.as_deref().map(str::parse).transpose()?;
+    let mut engine = load_engine(&args.catalog, args.format.as_deref())?;
+    let wants_meaning = matches!(
+        mode,
+        None | Some(SearchMode::Hybrid) | Some(SearchMode::Semantic)
+    );
+    if wants_meaning && !args.query.trim().is_empty() {
+        if let Some(model) = load_for_search(&args.model) {
+            attach_model(&mut engine, model);
+        }
+    }
     let search = Search {
         query: args.query,
-        mode: Some(mode),
+        mode,
         server: OneOrMany(args.server),
         category: OneOrMany(args.category),
         tags: OneOrMany(args.tag),
@@ -79,6 +94,41 @@ pub fn run(args: SearchArgs) -> Result<()> {
         print_table(&results);
     }
     Ok(())
+}
+
+/// Gives the engine the model and its tools their vectors, from the disk cache where it has them.
+/// A failure is a warning: the search runs by words.
+fn attach_model(
+    engine: &mut toolsearch_core::SearchEngine,
+    model: Arc<toolsearch_embed::BertEmbedder>,
+) {
+    let model_id = model.model_id().to_string();
+    let dims = model.dimensions();
+    engine.set_embedder(Some(model));
+    let path = VectorCache::default_path(&model_id);
+    let (mut cache, _) = match &path {
+        Some(path) => VectorCache::open(path, &model_id, dims),
+        None => VectorCache::open(
+            std::env::temp_dir().join("toolsearch-vectors.bin"),
+            &model_id,
+            dims,
+        ),
+    };
+    let pending = engine.pending_vectors().len();
+    if pending > 200 && cache.is_empty() {
+        eprintln!("embedding {pending} tools (once: their vectors are cached)");
+    }
+    match embed_tools(engine, &mut cache) {
+        Ok(_) => {
+            if let Err(error) = cache.save() {
+                eprintln!("warning: the vector cache was not saved: {error}");
+            }
+        }
+        Err(error) => {
+            eprintln!("warning: searching by words only, embedding the tools failed: {error}");
+            engine.set_embedder(None);
+        }
+    }
 }
 
 fn print_table(results: &SearchResults) {

@@ -3,6 +3,7 @@
 //! file (`--rest-only`).
 
 use crate::catalog_file::load_engine_with;
+use crate::commands::model::ModelArgs;
 use crate::BadInput;
 use anyhow::{Context, Result};
 use clap::Args;
@@ -13,6 +14,7 @@ use std::time::Duration;
 use toolsearch_gateway::config::GatewayConfig;
 use toolsearch_gateway::downstream;
 use toolsearch_gateway::rest::{self, RestState};
+use toolsearch_gateway::semantic::Semantic;
 use toolsearch_gateway::{CancellationToken, Gateway};
 
 /// Where the REST API listens when `--http` is not given.
@@ -50,6 +52,20 @@ pub struct ServeArgs {
     /// and upstreams join as they become ready.
     #[arg(long, conflicts_with = "rest_only")]
     wait_for_upstreams: bool,
+    #[command(flatten)]
+    model: ModelArgs,
+}
+
+/// `--model`, `--offline` and `--no-semantic` over the config's `toolSearch.semantic`.
+fn apply_model_args(config: &mut GatewayConfig, args: &ModelArgs) {
+    let semantic = &mut config.tool_search.semantic;
+    if let Some(dir) = &args.model {
+        semantic.model = Some(dir.clone());
+    }
+    semantic.offline |= args.offline;
+    if args.no_semantic {
+        semantic.enabled = false;
+    }
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
@@ -66,7 +82,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
                 .into(),
         )
     })?;
-    let config = GatewayConfig::load(&path).map_err(|e| BadInput(e.to_string()))?;
+    let mut config = GatewayConfig::load(&path).map_err(|e| BadInput(e.to_string()))?;
+    apply_model_args(&mut config, &args.model);
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all();
     // `toolSearch.debug` turns on the engine's per-search log (query, index size, matches before
@@ -150,7 +167,8 @@ async fn serve_gateway_http(
 ) -> Result<()> {
     let state = RestState::from_config(gateway.engine().clone(), config)
         .map_err(|e| BadInput(e.to_string()))?
-        .with_server_status(gateway.server_status());
+        .with_server_status(gateway.server_status())
+        .with_semantic(gateway.semantic().clone());
     let addr = match args.http {
         Some(addr) => addr,
         None => DEFAULT_GATEWAY_HTTP.parse()?,
@@ -181,10 +199,11 @@ async fn serve_gateway_http(
 }
 
 async fn rest_only(args: ServeArgs) -> Result<()> {
-    let config = match &args.config {
+    let mut config = match &args.config {
         Some(path) => GatewayConfig::load(path).map_err(|e| BadInput(e.to_string()))?,
         None => GatewayConfig::default(),
     };
+    apply_model_args(&mut config, &args.model);
     if !config.mcp_servers.is_empty() {
         tracing::warn!(
             servers = config.mcp_servers.len(),
@@ -202,8 +221,11 @@ async fn rest_only(args: ServeArgs) -> Result<()> {
         config.catalog_policy(),
     )?;
     let tool_count = engine.catalog().len();
-    let state = RestState::from_config(Arc::new(RwLock::new(engine)), &config)
-        .map_err(|e| BadInput(e.to_string()))?;
+    let engine = Arc::new(RwLock::new(engine));
+    let semantic = Semantic::start(&config.tool_search.semantic, engine.clone());
+    let state = RestState::from_config(engine, &config)
+        .map_err(|e| BadInput(e.to_string()))?
+        .with_semantic(semantic);
     let addr = match args.http {
         Some(addr) => addr,
         None => DEFAULT_HTTP.parse()?,

@@ -57,6 +57,35 @@ pub fn min_max_normalize(scores: &[f32]) -> Vec<f32> {
         .collect()
 }
 
+/// `alpha * dense + (1 - alpha) * lexical` over scores already on one scale; a key missing from a
+/// list gets 0 from it. `alpha` is clamped to 0..1 (non-finite reads as 0). A key listed twice in
+/// one list keeps its best score. Sorted best first, equal scores by key.
+pub fn weighted_sum<K>(lexical: &[(K, f32)], dense: &[(K, f32)], alpha: f32) -> Vec<(K, f32)>
+where
+    K: Copy + Eq + Hash + Ord,
+{
+    let alpha = if alpha.is_finite() {
+        alpha.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let mut parts: HashMap<K, (f32, f32)> = HashMap::new();
+    for &(key, score) in lexical {
+        let entry = parts.entry(key).or_insert((0.0, 0.0));
+        entry.0 = entry.0.max(score);
+    }
+    for &(key, score) in dense {
+        let entry = parts.entry(key).or_insert((0.0, 0.0));
+        entry.1 = entry.1.max(score);
+    }
+    let mut fused: Vec<(K, f32)> = parts
+        .into_iter()
+        .map(|(key, (l, d))| (key, (1.0 - alpha) * l + alpha * d))
+        .collect();
+    sort_fused(&mut fused);
+    fused
+}
+
 /// Convex combination: `alpha * dense + (1 - alpha) * lexical`, each list's scores min-max
 /// normalised first ([`min_max_normalize`]); a key missing from a list gets 0 from it. `alpha` is
 /// clamped to 0..1 (0: lexical only, 1: dense only; non-finite reads as 0). A key listed twice in

@@ -47,6 +47,53 @@ pub struct SearchConfig {
     pub regex_size_limit: usize,
     /// Catalogs above this size answer a miss with categories instead of every name.
     pub fallback_names_max: usize,
+    /// How hybrid mode fuses the keyword and the dense ranking.
+    pub fusion: Fusion,
+    /// The dense ranking's share in a convex fusion (0: words only, 1: meaning only).
+    pub dense_weight: f32,
+    /// Rank offset of reciprocal rank fusion.
+    pub rrf_k: f32,
+    /// How the dense similarities are scaled before a convex fusion.
+    pub dense_normalization: DenseNormalization,
+    /// How many of the most similar tools the dense ranking contributes.
+    pub dense_candidates: usize,
+    /// Fuse every keyword candidate with its own similarity, not only the most similar tools.
+    pub dense_for_keyword_hits: bool,
+    /// A tool no query word matched enters the results by meaning only from this cosine
+    /// similarity up: below it, a query about nothing in the catalog finds nothing.
+    pub min_similarity: f32,
+    /// Longest query text embedded, in characters (the model reads 256 tokens at most anyway).
+    pub max_embedded_query_chars: usize,
+}
+
+/// How dense similarities are put on the keyword scores' 0..1 scale.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DenseNormalization {
+    /// The best candidate 1, the worst 0.
+    MinMax,
+    /// Divided by the best (0 stays 0): the gaps keep their size.
+    Max,
+    /// The cosine similarity as it is (negatives as 0).
+    Raw,
+}
+
+/// How hybrid search combines the ranking by words with the ranking by meaning.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fusion {
+    /// `dense_weight * dense + (1 - dense_weight) * keyword`, each min-max normalised over its
+    /// candidates.
+    Convex,
+    /// Reciprocal rank fusion: `Σ 1 / (rrf_k + rank)`, ranks only.
+    Rrf,
+}
+
+impl Fusion {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Fusion::Convex => "convex",
+            Fusion::Rrf => "rrf",
+        }
+    }
 }
 
 impl Default for SearchConfig {
@@ -101,6 +148,14 @@ impl Default for SearchConfig {
             max_regex_chars: 200,
             regex_size_limit: 1 << 20,
             fallback_names_max: 200,
+            fusion: Fusion::Convex,
+            dense_weight: 0.5,
+            dense_normalization: DenseNormalization::MinMax,
+            rrf_k: 60.0,
+            dense_candidates: 50,
+            dense_for_keyword_hits: true,
+            min_similarity: 0.25,
+            max_embedded_query_chars: 2_000,
         }
     }
 }
@@ -118,7 +173,8 @@ impl SearchConfig {
             Error::InvalidSetting(format!(
                 "`{key}={value}`: {what}; known keys: k1, exact_form_boost, fuzzy, threshold, \
                  top_band, query_term_frequency, numeric_query_words, \
-                 server_aggregation, name_coverage, proximity, synonym_weight, drop_request_filler, and FIELD.weight / FIELD.b for FIELD in {}",
+                 server_aggregation, name_coverage, proximity, synonym_weight, drop_request_filler, \
+                 fusion (convex or rrf), dense_weight, dense_for_keyword_hits, min_similarity, dense_normalization (minmax, max or raw), rrf_k, dense_candidates, and FIELD.weight / FIELD.b for FIELD in {}",
                 Field::ALL.map(Field::as_str).join(", ")
             ))
         };
@@ -158,6 +214,28 @@ impl SearchConfig {
             "proximity" => self.proximity = number()?,
             "synonym_weight" => self.synonym_weight = number()?,
             "drop_request_filler" => self.drop_request_filler = flag()?,
+            "fusion" => {
+                self.fusion = match value {
+                    "convex" => Fusion::Convex,
+                    "rrf" => Fusion::Rrf,
+                    _ => return Err(bad("expected convex or rrf")),
+                }
+            }
+            "dense_weight" => self.dense_weight = number()?,
+            "dense_for_keyword_hits" => self.dense_for_keyword_hits = flag()?,
+            "min_similarity" => self.min_similarity = number()?,
+            "dense_normalization" => {
+                self.dense_normalization = match value {
+                    "minmax" => DenseNormalization::MinMax,
+                    "max" => DenseNormalization::Max,
+                    "raw" => DenseNormalization::Raw,
+                    _ => return Err(bad("expected minmax, max or raw")),
+                }
+            }
+            "rrf_k" => self.rrf_k = number()?,
+            "dense_candidates" => {
+                self.dense_candidates = value.parse().map_err(|_| bad("expected a whole number"))?
+            }
             _ => return Err(bad("unknown key")),
         }
         Ok(())

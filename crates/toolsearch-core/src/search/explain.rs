@@ -15,6 +15,12 @@ pub struct MatchedOn {
     pub terms: Vec<String>,
 }
 
+impl MatchedOn {
+    /// The `field` of a result found by meaning: no query word matched it, its embedding is
+    /// close to the query's.
+    pub const MEANING: &'static str = "meaning";
+}
+
 /// A query term as the scorer used it, kept to explain the results afterwards.
 #[derive(Debug, Clone)]
 pub struct QueryTerm {

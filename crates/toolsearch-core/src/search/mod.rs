@@ -3,6 +3,7 @@
 
 pub(crate) mod analyzer;
 mod config;
+mod dense;
 mod explain;
 mod field;
 mod filter;
@@ -13,15 +14,18 @@ mod query;
 mod synonyms;
 mod terms;
 
-pub use config::{FieldParams, SearchConfig};
+pub use config::{DenseNormalization, FieldParams, Fusion, SearchConfig};
+pub use dense::{PendingVector, VectorStatus};
 pub use explain::MatchedOn;
 pub use field::Field;
 pub use filter::Filters;
 
 use crate::catalog::Catalog;
+use crate::embed::{embedding_text, Embedder};
 use crate::error::{Error, Result};
 use crate::policy::{CatalogPolicy, CategoryInfo, Naming};
 use crate::tool::Tool;
+use dense::DenseIndex;
 use index::ToolIndex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -32,17 +36,27 @@ use std::time::Instant;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SearchMode {
+    /// Words and meaning: the keyword and the dense ranking fused (needs an embedding model;
+    /// without one it runs as `keyword`).
+    Hybrid,
+    /// Words only: BM25F with a query syntax and fuzzy fallback.
     #[default]
     #[serde(alias = "bm25")]
     Keyword,
+    /// Meaning only: cosine similarity of the query's and the tools' embeddings (for diagnosis).
+    Semantic,
+    /// The query is a case-insensitive regular expression over names and descriptions.
     Regex,
+    /// Only tools with exactly this name.
     Exact,
 }
 
 impl SearchMode {
     pub fn as_str(self) -> &'static str {
         match self {
+            SearchMode::Hybrid => "hybrid",
             SearchMode::Keyword => "keyword",
+            SearchMode::Semantic => "semantic",
             SearchMode::Regex => "regex",
             SearchMode::Exact => "exact",
         }
@@ -53,7 +67,9 @@ impl std::str::FromStr for SearchMode {
     type Err = Error;
     fn from_str(s: &str) -> Result<Self> {
         match s.to_ascii_lowercase().as_str() {
+            "hybrid" => Ok(SearchMode::Hybrid),
             "keyword" | "bm25" => Ok(SearchMode::Keyword),
+            "semantic" => Ok(SearchMode::Semantic),
             "regex" => Ok(SearchMode::Regex),
             "exact" => Ok(SearchMode::Exact),
             _ => Err(Error::UnknownMode(s.to_string())),
@@ -169,12 +185,26 @@ pub struct SearchEngine {
     index: ToolIndex,
     config: SearchConfig,
     policy: CatalogPolicy,
+    dense: DenseIndex,
 }
 
 struct Candidate {
     slot: u32,
     score: f32,
     exact: bool,
+    /// Found by meaning only: no query word matched it.
+    by_meaning: bool,
+}
+
+impl Candidate {
+    fn new(slot: u32, score: f32) -> Self {
+        Self {
+            slot,
+            score,
+            exact: false,
+            by_meaning: false,
+        }
+    }
 }
 
 impl SearchEngine {
@@ -189,6 +219,7 @@ impl SearchEngine {
             index: ToolIndex::new()?,
             config,
             policy,
+            dense: DenseIndex::default(),
         })
     }
 
@@ -206,6 +237,7 @@ impl SearchEngine {
             index,
             config,
             policy,
+            dense: DenseIndex::default(),
         })
     }
 
@@ -275,14 +307,114 @@ impl SearchEngine {
             return self.remove_server(server);
         }
         let tools = self.catalog.replace_server(server, tools)?.to_vec();
-        self.index.replace_server(server, &tools)
+        self.index.replace_server(server, &tools)?;
+        self.drop_dead_vectors();
+        Ok(())
     }
 
     pub fn remove_server(&mut self, server: &str) -> Result<()> {
         if self.catalog.remove_server(server) {
             self.index.remove_server(server)?;
+            self.drop_dead_vectors();
         }
         Ok(())
+    }
+
+    fn drop_dead_vectors(&mut self) {
+        let index = &self.index;
+        self.dense.retain(|slot| index.tool(slot).is_some());
+    }
+
+    /// Gives the engine an embedding model: hybrid and semantic search become available as the
+    /// tools' vectors arrive ([`SearchEngine::pending_vectors`], [`SearchEngine::attach_vectors`],
+    /// or [`SearchEngine::embed_pending`] in one go). `None` goes back to words only. Vectors of
+    /// another model are dropped.
+    pub fn set_embedder(&mut self, embedder: Option<Arc<dyn Embedder>>) {
+        self.dense.set_model(embedder);
+    }
+
+    pub fn embedder(&self) -> Option<&Arc<dyn Embedder>> {
+        self.dense.model()
+    }
+
+    /// The mode a search without one runs in: hybrid with a model, keyword without.
+    pub fn default_mode(&self) -> SearchMode {
+        if self.dense.model().is_some() {
+            SearchMode::Hybrid
+        } else {
+            SearchMode::Keyword
+        }
+    }
+
+    /// How many live tools have their vector, and of which model.
+    pub fn vector_status(&self) -> VectorStatus {
+        VectorStatus {
+            model: self.dense.model().map(|m| m.model_id().to_string()),
+            ready: self.dense.len(),
+            total: self.index.len(),
+        }
+    }
+
+    /// Bytes held by the tools' vectors.
+    pub fn vector_memory_bytes(&self) -> usize {
+        self.dense.memory_bytes()
+    }
+
+    /// The live tools that have no vector yet, with the text to embed for each (none without a
+    /// model). Embed them anywhere, then hand the vectors to [`SearchEngine::attach_vectors`].
+    pub fn pending_vectors(&self) -> Vec<PendingVector> {
+        if self.dense.model().is_none() {
+            return Vec::new();
+        }
+        self.index
+            .live_slots()
+            .filter(|(slot, _)| !self.dense.has(*slot))
+            .map(|(slot, tool)| PendingVector {
+                slot,
+                text: embedding_text(tool),
+            })
+            .collect()
+    }
+
+    /// Stores vectors made by the model named `model_id` for the slots of
+    /// [`SearchEngine::pending_vectors`]. Vectors of a slot whose tool has gone since (slots are
+    /// never reused) or of another model are ignored; returns how many were stored.
+    pub fn attach_vectors(
+        &mut self,
+        model_id: &str,
+        vectors: Vec<(u32, Vec<f32>)>,
+    ) -> Result<usize> {
+        let mut stored = 0;
+        for (slot, vector) in vectors {
+            if self.index.tool(slot).is_none() {
+                continue;
+            }
+            if self
+                .dense
+                .insert(model_id, slot, &vector)
+                .map_err(Error::QueryEmbedding)?
+            {
+                stored += 1;
+            }
+        }
+        Ok(stored)
+    }
+
+    /// Embeds every pending tool with the engine's model, here and now (in chunks, so a long
+    /// catalog is not one giant batch). For tools and tests; a server embeds in the background.
+    pub fn embed_pending(&mut self) -> Result<usize> {
+        let Some(model_id) = self.dense.model().map(|m| m.model_id().to_string()) else {
+            return Ok(0);
+        };
+        let pending = self.pending_vectors();
+        let mut stored = 0;
+        for chunk in pending.chunks(64) {
+            let texts: Vec<&str> = chunk.iter().map(|p| p.text.as_str()).collect();
+            let vectors = self.dense.embed(&texts).map_err(Error::QueryEmbedding)?;
+            let pairs = chunk.iter().map(|p| p.slot).zip(vectors).collect();
+            stored += self.attach_vectors(&model_id, pairs)?;
+        }
+        Ok(stored)
     }
 
     pub fn search(&self, request: &SearchRequest) -> Result<SearchResponse> {
@@ -290,29 +422,45 @@ impl SearchEngine {
         let query = request.query.trim();
         let mut terms = Vec::new();
         let mut regex = None;
-        let mut candidates = match request.mode {
-            SearchMode::Keyword if query.is_empty() => return Ok(self.browse(request)),
-            SearchMode::Keyword => {
-                if query.chars().count() > self.config.max_query_chars {
-                    return Err(Error::QueryTooLong {
-                        len: query.chars().count(),
-                        max: self.config.max_query_chars,
-                        mode: "keyword",
-                    });
-                }
-                let (hits, max_score, collected) =
-                    keyword::evaluate(&self.index, &self.config, query)?;
-                terms = collected;
-                let max_score = max_score.max(f32::EPSILON);
-                hits.touched
-                    .iter()
-                    .map(|&slot| Candidate {
-                        slot,
-                        score: (hits.scores[slot as usize] / max_score).min(0.999),
-                        exact: false,
-                    })
-                    .collect()
+        let mut mode = request.mode;
+        if mode == SearchMode::Semantic && self.dense.model().is_none() {
+            return Err(Error::NoEmbeddingModel);
+        }
+        // Hybrid with no vector yet is keyword search, and says so.
+        if mode == SearchMode::Hybrid && self.dense.len() == 0 {
+            mode = SearchMode::Keyword;
+        }
+        let mut candidates = match mode {
+            SearchMode::Keyword | SearchMode::Hybrid | SearchMode::Semantic if query.is_empty() => {
+                return Ok(self.browse(request))
             }
+            SearchMode::Keyword | SearchMode::Hybrid => {
+                let keyword = self.keyword_candidates(query, &mut terms)?;
+                if mode == SearchMode::Hybrid {
+                    match self.dense_ranking(query, &request.filters, usize::MAX) {
+                        Ok(all) => {
+                            let dense = self.dense_list(&keyword, all);
+                            self.fuse(keyword, &dense)
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, "hybrid search fell back to keyword search");
+                            mode = SearchMode::Keyword;
+                            keyword
+                        }
+                    }
+                } else {
+                    keyword
+                }
+            }
+            SearchMode::Semantic => self
+                .dense_ranking(query, &request.filters, usize::MAX)?
+                .into_iter()
+                .filter(|&(_, similarity)| similarity > 0.0)
+                .map(|(slot, similarity)| Candidate {
+                    by_meaning: true,
+                    ..Candidate::new(slot, similarity.min(0.999))
+                })
+                .collect(),
             SearchMode::Regex => {
                 let (found, compiled) = self.regex_candidates(query)?;
                 regex = Some(compiled);
@@ -353,6 +501,11 @@ impl SearchEngine {
                         field: "name",
                         terms: vec![unquote(query).to_string()],
                     }]
+                } else if c.by_meaning {
+                    vec![MatchedOn {
+                        field: MatchedOn::MEANING,
+                        terms: Vec::new(),
+                    }]
                 } else {
                     match &regex {
                         Some(regex) => explain::regex_fields(regex, &tool),
@@ -369,8 +522,9 @@ impl SearchEngine {
         let fallback = (total_matches == 0).then(|| self.fallback(&request.filters));
         tracing::debug!(
             query,
-            mode = request.mode.as_str(),
+            mode = mode.as_str(),
             index_size = self.index.len(),
+            vectors = self.dense.len(),
             matches_before_threshold = retrieved,
             matches_after_threshold = after_threshold,
             returned = tools.len(),
@@ -379,11 +533,143 @@ impl SearchEngine {
         );
         Ok(SearchResponse {
             query: request.query.clone(),
-            mode: request.mode,
+            mode,
             total_matches,
             fallback,
             tools,
         })
+    }
+
+    /// Keyword candidates, scores scaled by the best one to 0..0.999 (1 is for exact names).
+    fn keyword_candidates(
+        &self,
+        query: &str,
+        terms: &mut Vec<explain::QueryTerm>,
+    ) -> Result<Vec<Candidate>> {
+        if query.chars().count() > self.config.max_query_chars {
+            return Err(Error::QueryTooLong {
+                len: query.chars().count(),
+                max: self.config.max_query_chars,
+                mode: "keyword",
+            });
+        }
+        let (hits, max_score, collected) = keyword::evaluate(&self.index, &self.config, query)?;
+        *terms = collected;
+        let max_score = max_score.max(f32::EPSILON);
+        Ok(hits
+            .touched
+            .iter()
+            .map(|&slot| Candidate::new(slot, (hits.scores[slot as usize] / max_score).min(0.999)))
+            .collect())
+    }
+
+    /// The `depth` tools most similar in meaning to the query among those passing `filters`,
+    /// best first, with their cosine similarity.
+    fn dense_ranking(
+        &self,
+        query: &str,
+        filters: &Filters,
+        depth: usize,
+    ) -> Result<Vec<(u32, f32)>> {
+        let text: String = query
+            .chars()
+            .take(self.config.max_embedded_query_chars)
+            .collect();
+        let vector = self
+            .dense
+            .query_vector(&text)
+            .ok_or(Error::NoEmbeddingModel)?
+            .map_err(Error::QueryEmbedding)?;
+        let mut ranked = self.dense.similarities(&vector, |slot| {
+            filters.is_empty()
+                || self
+                    .index
+                    .tool(slot)
+                    .is_some_and(|t| filters.matches(t, self.naming()))
+        });
+        if depth < ranked.len() {
+            let cutoff = keyword::kth_largest(ranked.iter().map(|&(_, s)| s), depth);
+            ranked.retain(|&(_, s)| s >= cutoff);
+        }
+        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        ranked.truncate(depth);
+        Ok(ranked)
+    }
+
+    /// The dense side of a fusion: the `dense_candidates` most similar tools, plus (when the
+    /// config says so) the similarity of every keyword candidate, so that a tool found by words
+    /// is fused with its own similarity rather than with none. `all` is best first.
+    fn dense_list(&self, keyword: &[Candidate], all: Vec<(u32, f32)>) -> Vec<(u32, f32)> {
+        if !self.config.dense_for_keyword_hits {
+            let mut all = all;
+            all.truncate(self.config.dense_candidates);
+            all.retain(|&(_, similarity)| similarity >= self.config.min_similarity);
+            return all;
+        }
+        let by_words: rustc_hash::FxHashSet<u32> = keyword.iter().map(|c| c.slot).collect();
+        all.into_iter()
+            .enumerate()
+            .filter(|(rank, (slot, similarity))| {
+                (*rank < self.config.dense_candidates && *similarity >= self.config.min_similarity)
+                    || by_words.contains(slot)
+            })
+            .map(|(_, hit)| hit)
+            .collect()
+    }
+
+    /// One list from the keyword candidates and the dense ranking, as the config says.
+    fn fuse(&self, keyword: Vec<Candidate>, dense: &[(u32, f32)]) -> Vec<Candidate> {
+        let by_words: rustc_hash::FxHashSet<u32> = keyword.iter().map(|c| c.slot).collect();
+        let lexical: Vec<(u32, f32)> = keyword.iter().map(|c| (c.slot, c.score)).collect();
+        let fused = match self.config.fusion {
+            Fusion::Convex => {
+                if self.config.dense_normalization == DenseNormalization::MinMax {
+                    crate::embed::convex_combination(&lexical, dense, self.config.dense_weight)
+                } else {
+                    let dense = self.normalize_dense(dense);
+                    crate::embed::fusion::weighted_sum(&lexical, &dense, self.config.dense_weight)
+                }
+            }
+            Fusion::Rrf => {
+                let mut lexical_ranked = lexical;
+                lexical_ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+                let words: Vec<u32> = lexical_ranked.iter().map(|&(slot, _)| slot).collect();
+                let meaning: Vec<u32> = dense.iter().map(|&(slot, _)| slot).collect();
+                let k = self.config.rrf_k.max(0.0);
+                // First in both lists is the most a tool can score: scale that to 1.
+                let best = 2.0 / (k + 1.0);
+                crate::embed::reciprocal_rank_fusion(&[&words, &meaning], k)
+                    .into_iter()
+                    .map(|(slot, score)| (slot, score / best))
+                    .collect()
+            }
+        };
+        fused
+            .into_iter()
+            .map(|(slot, score)| Candidate {
+                by_meaning: !by_words.contains(&slot),
+                ..Candidate::new(slot, score.clamp(0.0, 0.999))
+            })
+            .collect()
+    }
+
+    /// The dense similarities on the keyword scores' scale, as the config says.
+    fn normalize_dense(&self, dense: &[(u32, f32)]) -> Vec<(u32, f32)> {
+        let best = dense.iter().map(|&(_, s)| s).fold(f32::MIN, f32::max);
+        let worst = dense.iter().map(|&(_, s)| s).fold(f32::MAX, f32::min);
+        dense
+            .iter()
+            .map(|&(slot, s)| {
+                let n = match self.config.dense_normalization {
+                    DenseNormalization::MinMax if best > worst => (s - worst) / (best - worst),
+                    DenseNormalization::MinMax => 1.0,
+                    DenseNormalization::Max if best > 0.0 => s.max(0.0) / best,
+                    DenseNormalization::Max => 0.0,
+                    DenseNormalization::Raw => s.max(0.0),
+                };
+                (slot, n)
+            })
+            .collect()
     }
 
     /// Exact-name matches rank first, in every mode: `name`, `"name"`, `` `name` ``, `server___name`.
@@ -410,9 +696,8 @@ impl SearchEngine {
             match candidates.iter_mut().find(|c| c.slot == slot) {
                 Some(c) => c.exact = true,
                 None => candidates.push(Candidate {
-                    slot,
-                    score: 1.0,
                     exact: true,
+                    ..Candidate::new(slot, 1.0)
                 }),
             }
         }
@@ -473,11 +758,7 @@ impl SearchEngine {
             .live_slots()
             .filter_map(|(slot, tool)| {
                 let score = explain::regex_score(&regex, tool);
-                (score > 0.0).then_some(Candidate {
-                    slot,
-                    score,
-                    exact: false,
-                })
+                (score > 0.0).then_some(Candidate::new(slot, score))
             })
             .collect();
         Ok((found, regex))

@@ -94,3 +94,30 @@ pub(crate) async fn get_tools_by_category(
     })
     .await
 }
+
+/// `GET /api/status`: where search stands: the default mode, the embedding model and how many
+/// tools have their vector.
+pub(crate) async fn status(
+    State(state): State<RestState>,
+) -> Result<Json<serde_json::Value>, ApiError> {
+    let search = match &state.semantic {
+        Some(semantic) => {
+            let semantic = semantic.clone();
+            tokio::task::spawn_blocking(move || serde_json::to_value(semantic.status()))
+                .await
+                .map_err(|e| ApiError::Internal(format!("status task failed: {e}")))?
+        }
+        None => {
+            with_engine(&state, |engine| {
+                Ok(serde_json::to_value(crate::semantic::SemanticStatus {
+                    phase: crate::semantic::SemanticPhase::Off,
+                    default_mode: engine.default_mode().as_str(),
+                    vectors: engine.vector_status(),
+                }))
+            })
+            .await?
+        }
+    }
+    .map_err(|e| ApiError::Internal(format!("cannot write the status: {e}")))?;
+    Ok(Json(serde_json::json!({ "search": search })))
+}

@@ -42,13 +42,15 @@ pub const SEARCH_TOOLS_PATH: &str = "/api/mcp-standard/search_tools";
 pub const LIST_CATEGORIES_PATH: &str = "/api/mcp-standard/list_categories";
 pub const TOOLS_BY_CATEGORY_PATH: &str = "/api/mcp-standard/get_tools_by_category";
 pub const OPENAPI_PATH: &str = "/api/openapi.json";
+pub const STATUS_PATH: &str = "/api/status";
 
 /// Every route the API serves, as (method, path).
-pub const ROUTES: [(&str, &str); 4] = [
+pub const ROUTES: [(&str, &str); 5] = [
     ("POST", SEARCH_TOOLS_PATH),
     ("POST", LIST_CATEGORIES_PATH),
     ("POST", TOOLS_BY_CATEGORY_PATH),
     ("GET", OPENAPI_PATH),
+    ("GET", STATUS_PATH),
 ];
 
 /// What the handlers share. Cheap to clone.
@@ -59,6 +61,8 @@ pub struct RestState {
     pub(crate) status: Option<Arc<dyn ServerStatus>>,
     pub(crate) tokens: Arc<ApiTokens>,
     pub(crate) max_body_bytes: usize,
+    /// Search by meaning, when something embeds the tools in the background.
+    pub(crate) semantic: Option<Arc<crate::semantic::Semantic>>,
 }
 
 impl std::fmt::Debug for RestState {
@@ -77,6 +81,7 @@ impl RestState {
         Self {
             engine,
             status: None,
+            semantic: None,
             tokens: Arc::new(ApiTokens::none()),
             max_body_bytes: crate::config::RestConfig::default().max_body_bytes,
         }
@@ -92,6 +97,12 @@ impl RestState {
     /// Search results will mark the tools of servers `status` reports down.
     pub fn with_server_status(mut self, status: Arc<dyn ServerStatus>) -> Self {
         self.status = Some(status);
+        self
+    }
+
+    /// Reports (at `/api/status`) how far search by meaning has come.
+    pub fn with_semantic(mut self, semantic: Arc<crate::semantic::Semantic>) -> Self {
+        self.semantic = Some(semantic);
         self
     }
 
@@ -145,6 +156,7 @@ pub fn routes(state: RestState) -> Router {
             TOOLS_BY_CATEGORY_PATH,
             with_405(post(handlers::get_tools_by_category), "POST"),
         )
+        .route(STATUS_PATH, with_405(get(handlers::status), "GET"))
         .route_layer(middleware::from_fn_with_state(
             state.shared_tokens(),
             auth::require_token,
