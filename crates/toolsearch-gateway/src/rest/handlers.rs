@@ -9,7 +9,7 @@ use toolsearch_core::contract::{
     self, CategoryArgs, CategoryList, CategoryTools, SearchArgs, SearchOptions, SearchResults,
     MAX_LIMIT,
 };
-use toolsearch_core::SearchEngine;
+use toolsearch_core::{Scope, SearchEngine};
 
 use super::error::ApiError;
 use super::extract::ApiJson;
@@ -76,7 +76,10 @@ pub(crate) async fn list_categories(
     State(state): State<RestState>,
     ApiJson(_request): ApiJson<ListCategoriesRequest>,
 ) -> Result<Json<CategoryList>, ApiError> {
-    with_engine(&state, |engine| Ok(Json(contract::list_categories(engine)))).await
+    with_engine(&state, |engine| {
+        Ok(Json(contract::list_categories(engine, &Scope::all())))
+    })
+    .await
 }
 
 pub(crate) async fn get_tools_by_category(
@@ -86,7 +89,7 @@ pub(crate) async fn get_tools_by_category(
     check_limit(args.limit)?;
     let status = state.status.clone();
     with_engine(&state, move |engine| {
-        let mut listed = contract::tools_by_category(engine, &args, true)?;
+        let mut listed = contract::tools_by_category(engine, &args, true, &Scope::all())?;
         if let Some(status) = &status {
             contract::mark_unavailable(&mut listed.page.tools, status.as_ref());
         }
