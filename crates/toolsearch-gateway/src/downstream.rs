@@ -1,6 +1,8 @@
 //! The downstream MCP server: what clients (Claude Desktop, Cursor, agents) connect to, over stdio
 //! or Streamable HTTP. One [`GatewayService`] per MCP session; the tools it lists and runs come
-//! from the shared [`Gateway`].
+//! from the shared [`Gateway`], in the session's scope: every tool over stdio; over HTTP, the
+//! scope of the API token its first request (`initialize`) carried, for its lifetime. A request
+//! with another token on that session is refused.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -9,8 +11,9 @@ use std::sync::Arc;
 use axum::middleware;
 use axum::Router;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
-    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, Extensions,
+    Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -18,11 +21,12 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use toolsearch_core::Scope;
 
 use crate::error::{GatewayError, Result};
 use crate::gateway::Gateway;
 use crate::http_config::HttpConfig;
-use crate::rest::{self, RestState};
+use crate::rest::{self, Grant, RestState};
 
 /// Where the MCP endpoint is mounted on the HTTP listener.
 pub const MCP_PATH: &str = "/mcp";
@@ -47,8 +51,20 @@ pub struct GatewayService {
 }
 
 impl GatewayService {
+    /// A session over HTTP: it sees no tool until a request binds it to the token that request
+    /// passed the token check with ([`Grant`]); the first one, `initialize`, does.
     pub fn new(gateway: Arc<Gateway>) -> Self {
         let id = gateway.new_session();
+        Self::with_id(gateway, id)
+    }
+
+    /// A session over stdio: no token, every tool.
+    pub fn stdio(gateway: Arc<Gateway>) -> Self {
+        let id = gateway.new_session_with_scope(Arc::new(Scope::all()));
+        Self::with_id(gateway, id)
+    }
+
+    fn with_id(gateway: Arc<Gateway>, id: String) -> Self {
         tracing::debug!(session = %id, "session started");
         Self {
             session: Arc::new(SessionGuard {
@@ -62,6 +78,23 @@ impl GatewayService {
     pub fn session_id(&self) -> &str {
         &self.session.id
     }
+
+    /// Binds the session to the token of a request that came over HTTP (the [`Grant`] the token
+    /// check attached to it); refuses a request with another token than the session's.
+    fn bind(&self, extensions: &Extensions) -> Result<(), ErrorData> {
+        let Some(grant) = extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Grant>())
+        else {
+            return Ok(());
+        };
+        self.gateway
+            .bind_session(self.session_id(), grant.owner(), grant.scope().clone())
+            .map_err(|e| {
+                tracing::warn!(session = self.session_id(), token = grant.label(), error = %e, "request refused");
+                ErrorData::invalid_request(e.to_string(), None)
+            })
+    }
 }
 
 impl ServerHandler for GatewayService {
@@ -72,11 +105,24 @@ impl ServerHandler for GatewayService {
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("toolsearch", env!("CARGO_PKG_VERSION")))
-            .with_instructions(self.gateway.guidance())
+            .with_instructions(self.gateway.guidance(self.session_id()))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        // Bound before the answer is written: its instructions list the session's tools.
+        self.bind(&context.extensions)?;
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.gateway.attach_peer(self.session_id(), &context.peer);
+        if self.bind(&context.extensions).is_ok() {
+            self.gateway.attach_peer(self.session_id(), &context.peer);
+        }
     }
 
     async fn list_tools(
@@ -84,6 +130,7 @@ impl ServerHandler for GatewayService {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.bind(&context.extensions)?;
         self.gateway.attach_peer(self.session_id(), &context.peer);
         let tools = self
             .gateway
@@ -105,6 +152,7 @@ impl ServerHandler for GatewayService {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        self.bind(&context.extensions)?;
         self.gateway.attach_peer(self.session_id(), &context.peer);
         let arguments = request.arguments.map_or(Value::Null, Value::Object);
         let result = self
@@ -181,7 +229,7 @@ fn custom_request_error(method: &str, params: Option<Value>) -> ErrorData {
 /// malformed input line is answered with a JSON-RPC error and the session goes on
 /// ([`crate::stdio`]).
 pub async fn serve_stdio(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<()> {
-    let service = GatewayService::new(gateway);
+    let service = GatewayService::stdio(gateway);
     let running = service
         .serve_with_ct(crate::stdio::stdio(), shutdown)
         .await
