@@ -4,11 +4,15 @@
 //! scope of the API token its first request (`initialize`) carried, for its lifetime. A request
 //! with another token on that session is refused.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use axum::middleware;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::Router;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, Extensions,
@@ -244,10 +248,99 @@ pub async fn serve_stdio(gateway: Arc<Gateway>, shutdown: CancellationToken) -> 
     Ok(())
 }
 
+/// The MCP sessions of the HTTP listener and the token each was opened with, so that every
+/// request naming a session (`POST`, the `GET` stream, `DELETE`) must carry that token.
+struct SessionOwners {
+    owners: Mutex<HashMap<String, Option<usize>>>,
+    /// rmcp's sessions, to forget the owners of sessions that ended without a `DELETE`.
+    manager: Arc<LocalSessionManager>,
+    /// Owners kept after the last sweep; the next sweep runs when there are twice as many.
+    swept: Mutex<usize>,
+}
+
+/// What rmcp answers for a session it does not know; a session of another token gets the same,
+/// so a token cannot even tell that the session exists.
+fn unknown_session() -> Response {
+    (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
+}
+
+impl SessionOwners {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Option<usize>>> {
+        // Every update is one insert or remove.
+        self.owners.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Forgets the owners of sessions rmcp no longer holds (expired, or closed by the client
+    /// going away), once their number has doubled since the last sweep.
+    async fn sweep(&self) {
+        let due = {
+            let swept = *self.swept.lock().unwrap_or_else(|e| e.into_inner());
+            self.lock().len() > swept.saturating_mul(2).max(64)
+        };
+        if !due {
+            return;
+        }
+        let live: std::collections::HashSet<String> = self
+            .manager
+            .sessions
+            .read()
+            .await
+            .keys()
+            .map(|id| id.to_string())
+            .collect();
+        let mut owners = self.lock();
+        owners.retain(|id, _| live.contains(id));
+        *self.swept.lock().unwrap_or_else(|e| e.into_inner()) = owners.len();
+    }
+}
+
+/// Middleware of `/mcp`, after the token check: a request naming a session opened with another
+/// token is answered as if the session did not exist; a new session is recorded with its token.
+async fn require_session_owner(
+    State(sessions): State<Arc<SessionOwners>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let owner = request.extensions().get::<Grant>().map(Grant::owner);
+    let named = request
+        .headers()
+        .get(rmcp::transport::common::http_header::HEADER_SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let delete = request.method() == Method::DELETE;
+    if let Some(id) = &named {
+        if let Some(bound) = sessions.lock().get(id) {
+            if owner != Some(*bound) {
+                tracing::warn!(token = ?owner.flatten(), "refused a request on an MCP session opened with another token");
+                return unknown_session();
+            }
+        }
+    }
+    let response = next.run(request).await;
+    match (named, owner) {
+        (None, Some(owner)) => {
+            let created = response
+                .headers()
+                .get(rmcp::transport::common::http_header::HEADER_SESSION_ID)
+                .and_then(|v| v.to_str().ok());
+            if let Some(id) = created {
+                sessions.lock().insert(id.to_string(), owner);
+                sessions.sweep().await;
+            }
+        }
+        (Some(id), _) if delete && response.status().is_success() => {
+            sessions.lock().remove(&id);
+        }
+        _ => {}
+    }
+    response
+}
+
 /// The HTTP app: the MCP endpoint at [`MCP_PATH`] beside the REST API, JSON 404s elsewhere.
 /// When API tokens are configured they guard `/mcp` as they guard the REST routes, by the same
-/// check ([`rest::require_token`]). `Host` and `Origin` are checked for every route by the
-/// listener ([`rest::serve_with`]), so serve this app with [`serve_http`].
+/// check ([`rest::require_token`]), and each MCP session belongs to the token that opened it.
+/// `Host` and `Origin` are checked for every route by the listener ([`rest::serve_with`]), so
+/// serve this app with [`serve_http`].
 pub fn http_app(
     gateway: Arc<Gateway>,
     rest_state: RestState,
@@ -260,18 +353,28 @@ pub fn http_app(
         .with_cancellation_token(shutdown)
         .disable_allowed_hosts();
     let factory_gateway = gateway.clone();
+    let manager = Arc::new(LocalSessionManager::default());
+    let owners = Arc::new(SessionOwners {
+        owners: Mutex::new(HashMap::new()),
+        manager: manager.clone(),
+        swept: Mutex::new(0),
+    });
     let mcp = StreamableHttpService::new(
         move || Ok(GatewayService::new(factory_gateway.clone())),
-        Arc::new(LocalSessionManager::default()),
+        manager,
         config,
     );
-    let mcp_router =
-        Router::new()
-            .route_service(MCP_PATH, mcp)
-            .route_layer(middleware::from_fn_with_state(
-                rest_state.shared_tokens(),
-                rest::require_token,
-            ));
+    // Layers run outside in: the token check first, then the session's owner.
+    let mcp_router = Router::new()
+        .route_service(MCP_PATH, mcp)
+        .route_layer(middleware::from_fn_with_state(
+            owners,
+            require_session_owner,
+        ))
+        .route_layer(middleware::from_fn_with_state(
+            rest_state.shared_tokens(),
+            rest::require_token,
+        ));
     mcp_router
         .merge(rest::routes(rest_state))
         .fallback(rest::not_found)
