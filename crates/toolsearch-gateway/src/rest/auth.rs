@@ -120,39 +120,9 @@ impl ApiTokens {
                 None,
                 Scope::all(),
             )
-            .map_err(|e| match e {
-                GatewayError::InvalidApiToken { .. } => GatewayError::InvalidApiToken {
-                    source_name: "tokens".into(),
-                    index: i,
-                },
-                other => other,
-            })?;
+            .map_err(|e| invalid_at(e, "tokens", i))?;
         }
         Ok(out)
-    }
-
-    /// These tokens plus `token`, allowed the tools of `scope` only.
-    pub fn with_scoped(
-        mut self,
-        token: &str,
-        name: &str,
-        scope: Scope,
-    ) -> Result<Self, GatewayError> {
-        let index = self.entries.len();
-        self.add(
-            token,
-            format!("tokens #{}", index + 1),
-            Some(name.to_string()),
-            scope,
-        )
-        .map_err(|e| match e {
-            GatewayError::InvalidApiToken { .. } => GatewayError::InvalidApiToken {
-                source_name: "tokens".into(),
-                index,
-            },
-            other => other,
-        })?;
-        Ok(self)
     }
 
     /// Adds one token. The same token twice is one token, unless the two scopes differ: then
