@@ -14,7 +14,7 @@ use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use toolsearch_core::contract::{self, CategoryArgs, SearchArgs, SearchOptions};
-use toolsearch_core::{parse_arguments, SearchEngine, Tool};
+use toolsearch_core::{parse_arguments, Scope, SearchEngine, Tool};
 
 fn engine() -> &'static SearchEngine {
     static ENGINE: OnceLock<SearchEngine> = OnceLock::new();
@@ -51,7 +51,7 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     if let Ok(args) = serde_json::from_value::<CategoryArgs>(value) {
-        if let Err(e) = contract::tools_by_category(engine(), &args, true) {
+        if let Err(e) = contract::tools_by_category(engine(), &args, true, &Scope::all()) {
             assert!(e.is_bad_input(), "{e}");
         }
     }

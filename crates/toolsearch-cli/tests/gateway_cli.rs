@@ -428,6 +428,100 @@ fn bad_tool_definitions_are_left_out_one_by_one() {
     }
 }
 
+/// faulty_server.py over Streamable HTTP (`sse` or `json` answers), killed when dropped.
+struct HttpFaulty {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for HttpFaulty {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn faulty_over_http(mode: &str, extra: &[&str]) -> HttpFaulty {
+    use std::io::BufRead;
+    let mut child = std::process::Command::new(peers::venv_python())
+        .arg(peers::client("faulty_server.py"))
+        .args(["--http", mode])
+        .args(extra)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let mut port = String::new();
+    std::io::BufReader::new(stdout)
+        .read_line(&mut port)
+        .unwrap();
+    let port: u16 = port
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("faulty_server.py printed no port ({e}): {port:?}"));
+    HttpFaulty {
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    }
+}
+
+/// Over Streamable HTTP, what an upstream sends is measured before it is parsed, as over stdio:
+/// with SSE answers, a schema nested 200 levels leaves out its tool alone and a result nested 250
+/// levels fails its call with the reason; with JSON answers, such a result fails its call with
+/// the reason too. Neither is a timeout.
+#[test]
+fn deep_answers_over_streamable_http_are_refused_with_a_reason() {
+    let sse = faulty_over_http("sse", &[]);
+    let json_bodies = faulty_over_http("json", &["--without-deep-schema"]);
+    let dir = scratch();
+    let upstreams = format!(
+        "[mcpServers.faulty]\nurl = {}\n\n[mcpServers.faultyjson]\nurl = {}\n",
+        toml_str(&sse.url),
+        toml_str(&json_bodies.url)
+    );
+    let config = config(&dir, &everything_plain(), "", &upstreams);
+    let report = peers::run_client(
+        "mcp_client.py",
+        Transport::Stdio,
+        &config,
+        &json!([
+            {"op": "call", "name": "search_tools", "arguments": {"query": "good sibling echoes", "limit": 20}},
+            {"op": "call", "name": "call_tool", "arguments": {"name": "faulty___sibling_beta", "arguments": {"x": "b"}}},
+            {"op": "call", "name": "call_tool", "arguments": {"name": "faulty___deep_result", "arguments": {}}},
+            {"op": "call", "name": "call_tool", "arguments": {"name": "faultyjson___deep_result", "arguments": {}}},
+            {"op": "call", "name": "call_tool", "arguments": {"name": "faultyjson___sibling_alpha", "arguments": {"x": "a"}}},
+            {"op": "call", "name": "search_tools", "arguments": {"query": "schema nests too deep", "limit": 50}}
+        ]),
+    );
+    let siblings = found(step(&report, 0));
+    for name in [
+        "faulty___sibling_alpha",
+        "faulty___sibling_beta",
+        "faultyjson___sibling_beta",
+    ] {
+        assert!(siblings.contains(&name.to_string()), "{name}: {siblings:?}");
+    }
+    assert_eq!(step(&report, 1)["text"], "sibling_beta: b");
+    for (i, says) in [
+        (2, "the answer of server `faulty` nests 252 levels deep, more than the 100 the gateway reads"),
+        (3, "the answer of server `faultyjson` nests more than 128 levels deep, more than the gateway reads"),
+    ] {
+        let deep = step(&report, i);
+        assert_eq!(deep["is_error"], true, "{deep}");
+        let text = deep["text"].as_str().unwrap();
+        assert!(text.contains(says), "{deep}");
+        assert!(!text.contains("did not answer"), "not a timeout: {deep}");
+    }
+    assert_eq!(step(&report, 4)["text"], "sibling_alpha: a");
+    let deep_schema: Vec<String> = found(step(&report, 5))
+        .into_iter()
+        .filter(|name| name.ends_with("deep_schema"))
+        .collect();
+    assert!(deep_schema.is_empty(), "{deep_schema:?}");
+}
+
 /// `text` without terminal colour sequences (`ESC [ ... m`).
 fn without_ansi(text: &str) -> String {
     let mut out = String::with_capacity(text.len());

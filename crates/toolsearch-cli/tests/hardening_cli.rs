@@ -650,6 +650,78 @@ fn tools_call_without_a_name_is_invalid_params_over_http() {
     }
 }
 
+/// An MCP session belongs to the token that opened it: the same session id with another valid
+/// token is answered as an unknown session (404) on `POST`, the `GET` stream and `DELETE`, and
+/// the session goes on for its own token.
+#[test]
+fn an_mcp_session_answers_only_the_token_that_opened_it() {
+    let gateway = bare_gateway(
+        r#"[[rest.tokens]]
+token = "owner-token"
+tools = ["a:*"]
+
+[[rest.tokens]]
+token = "other-token"
+tools = ["b:*"]
+"#,
+    );
+    let addr = addr_of(&gateway);
+    let init = mcp_initialize(&addr, &[("Authorization", "Bearer owner-token")]);
+    assert_eq!(init.status, 200, "{}", init.body);
+    let session = init
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_string();
+    let as_token = |token: &str| {
+        vec![
+            MCP_HEADERS[0],
+            ("Mcp-Session-Id", session.as_str()),
+            ("Mcp-Protocol-Version", "2025-11-25"),
+            (
+                "Authorization",
+                if token == "owner" {
+                    "Bearer owner-token"
+                } else {
+                    "Bearer other-token"
+                },
+            ),
+        ]
+    };
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let answer = http(&addr, "POST", "/mcp", &as_token("owner"), &initialized);
+    assert!(answer.status < 300, "{} {}", answer.status, answer.body);
+    let list = |id: u64| json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"}).to_string();
+
+    let foreign = http(&addr, "POST", "/mcp", &as_token("other"), &list(2));
+    assert_eq!(foreign.status, 404, "{}", foreign.body);
+    let foreign = http(&addr, "GET", "/mcp", &as_token("other"), "");
+    assert_eq!(foreign.status, 404, "{}", foreign.body);
+    let foreign = http(&addr, "DELETE", "/mcp", &as_token("other"), "");
+    assert_eq!(foreign.status, 404, "{}", foreign.body);
+    // The same answer as for a session that never existed.
+    let mut unknown = as_token("other");
+    unknown[1] = ("Mcp-Session-Id", "no-such-session");
+    let never = http(&addr, "POST", "/mcp", &unknown, &list(3));
+    assert_eq!(
+        (never.status, never.body.as_str()),
+        (404, foreign.body.as_str())
+    );
+
+    let own = http(&addr, "POST", "/mcp", &as_token("owner"), &list(4));
+    assert_eq!(own.status, 200, "{}", own.body);
+    assert!(
+        own.messages()
+            .iter()
+            .any(|m| m["id"] == 4 && m["result"]["tools"].is_array()),
+        "{}",
+        own.body
+    );
+    let closed = http(&addr, "DELETE", "/mcp", &as_token("owner"), "");
+    assert!(closed.status < 300, "{} {}", closed.status, closed.body);
+    let gone = http(&addr, "POST", "/mcp", &as_token("owner"), &list(5));
+    assert_eq!(gone.status, 404, "{}", gone.body);
+}
+
 /// The gateway on stdio, fed line by line; answers are read on a thread.
 struct StdioSession {
     child: Child,

@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::policy::Naming;
+use crate::scope::Scope;
 use crate::tool::{Tool, ToolId};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -116,11 +117,19 @@ impl Catalog {
     /// Resolves a name as a client would write it: `server___name`, or a bare name that is unique
     /// in the catalog.
     pub fn resolve(&self, name: &str, naming: &Naming) -> Option<&Arc<Tool>> {
+        self.resolve_in(name, naming, &Scope::all())
+    }
+
+    /// [`Catalog::resolve`] among the tools of `scope` only: a tool outside it is not found, and
+    /// a bare name needs to be unique among the tools in scope.
+    pub fn resolve_in(&self, name: &str, naming: &Naming, scope: &Scope) -> Option<&Arc<Tool>> {
         let id = naming.parse(name);
-        if let Some(tool) = self.get(&id) {
+        if let Some(tool) = self.get(&id).filter(|t| scope.allows_tool(t, naming)) {
             return Some(tool);
         }
-        let mut bare = self.tools().filter(|t| t.name == name);
+        let mut bare = self
+            .tools()
+            .filter(|t| t.name == name && scope.allows_tool(t, naming));
         match (bare.next(), bare.next()) {
             (Some(tool), None) => Some(tool),
             _ => None,
@@ -129,9 +138,21 @@ impl Catalog {
 
     /// Up to `max` public names closest to `name`, for did-you-mean messages.
     pub fn suggest(&self, name: &str, naming: &Naming, max: usize) -> Vec<String> {
+        self.suggest_in(name, naming, max, &Scope::all())
+    }
+
+    /// [`Catalog::suggest`] among the tools of `scope` only: no name outside it is ever offered.
+    pub fn suggest_in(
+        &self,
+        name: &str,
+        naming: &Naming,
+        max: usize,
+        scope: &Scope,
+    ) -> Vec<String> {
         let wanted = name.to_lowercase();
         let mut scored: Vec<(f64, String)> = self
             .tools()
+            .filter(|t| scope.allows_tool(t, naming))
             .map(|t| {
                 let public = naming.tool_name(t);
                 let a = strsim::jaro_winkler(&wanted, &public.to_lowercase());

@@ -7,6 +7,7 @@
 
 use crate::error::{Error, Result};
 use crate::policy::{find_category, CategoryInfo, NamePattern};
+use crate::scope::Scope;
 use crate::search::{
     Fallback, Filters, MatchedOn, SearchEngine, SearchHit, SearchMode, SearchRequest,
     SearchResponse,
@@ -80,6 +81,9 @@ pub struct SearchOptions {
     pub patterns: Vec<NamePattern>,
     /// Only these tools, when set.
     pub visible: Option<HashSet<ToolId>>,
+    /// The caller's scope: the search, its counts, its fallback and the categories it accepts
+    /// are those of the tools in scope.
+    pub scope: Scope,
 }
 
 impl Default for SearchOptions {
@@ -91,6 +95,7 @@ impl Default for SearchOptions {
             top_band: Some(DEFAULT_TOP_BAND),
             patterns: Vec::new(),
             visible: None,
+            scope: Scope::all(),
         }
     }
 }
@@ -235,7 +240,7 @@ pub fn search(
     let mut categories = Vec::new();
     let wanted = args.category.clone().into_values();
     if !wanted.is_empty() {
-        let known = engine.categories();
+        let known = engine.categories_in(&options.scope);
         for label in wanted {
             categories.push(resolve_category(&known, &label)?.id.clone());
         }
@@ -255,6 +260,7 @@ pub fn search(
             tags: args.tags.clone().into_values(),
             visible: options.visible.clone(),
             patterns: options.patterns.clone(),
+            scope: options.scope.clone(),
         });
     request.threshold = options.threshold;
     request.top_band = options.top_band;
@@ -306,10 +312,11 @@ pub fn tool_match(engine: &SearchEngine, hit: &SearchHit, schemas: bool) -> Tool
     }
 }
 
-/// Every category of the catalog with its count.
-pub fn list_categories(engine: &SearchEngine) -> CategoryList {
+/// Every category of the catalog with its count, as a caller with `scope` sees them
+/// ([`SearchEngine::categories_in`]).
+pub fn list_categories(engine: &SearchEngine, scope: &Scope) -> CategoryList {
     CategoryList {
-        categories: engine.categories(),
+        categories: engine.categories_in(scope),
     }
 }
 
@@ -328,19 +335,22 @@ fn resolve_category<'a>(known: &'a [CategoryInfo], wanted: &str) -> Result<&'a C
     })
 }
 
-/// One category's tools, a page at a time.
+/// One category's tools in `scope`, a page at a time; a category without tools in scope is
+/// unknown to the caller.
 pub fn tools_by_category(
     engine: &SearchEngine,
     args: &CategoryArgs,
     schemas: bool,
+    scope: &Scope,
 ) -> Result<CategoryTools> {
-    let known = engine.categories();
+    let known = engine.categories_in(scope);
     let category = resolve_category(&known, &args.category)?.clone();
     let offset = args.offset.unwrap_or(0);
     let limit = args.limit.unwrap_or(DEFAULT_LIMIT).clamp(1, MAX_LIMIT);
     let response = engine.search(&SearchRequest::new("").offset(offset).limit(limit).filters(
         Filters {
             categories: vec![category.id.clone()],
+            scope: scope.clone(),
             ..Filters::default()
         },
     ))?;

@@ -8,6 +8,7 @@ pub mod disclosure;
 pub mod error;
 pub mod formats;
 pub mod policy;
+pub mod scope;
 pub mod search;
 pub mod served;
 pub mod tool;
@@ -21,6 +22,7 @@ pub use disclosure::{
 pub use error::{Error, Result};
 pub use formats::{parse_catalog, CatalogFormat};
 pub use policy::{CatalogPolicy, CategoryDef, CategoryInfo, NamePattern, Naming};
+pub use scope::Scope;
 pub use search::{
     Fallback, Filters, Fusion, MatchedOn, PendingVector, SearchConfig, SearchEngine, SearchHit,
     SearchMode, SearchRequest, SearchResponse, VectorStatus,

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use toolsearch_core::contract::{self, CategoryArgs, SearchArgs, SearchOptions};
 use toolsearch_core::{
-    parse_arguments, parse_catalog, CatalogPolicy, SearchConfig, SearchEngine, Tool,
+    parse_arguments, parse_catalog, CatalogPolicy, Scope, SearchConfig, SearchEngine, Tool,
 };
 
 fn corpus(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
@@ -105,7 +105,7 @@ fn every_search_argument_input_answers_or_is_refused_as_bad_input() {
             }
         }
         if let Ok(args) = serde_json::from_value::<CategoryArgs>(value) {
-            if let Err(e) = contract::tools_by_category(&engine, &args, true) {
+            if let Err(e) = contract::tools_by_category(&engine, &args, true, &Scope::all()) {
                 assert!(e.is_bad_input(), "{}: {e}", path.display());
             }
         }

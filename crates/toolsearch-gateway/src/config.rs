@@ -23,7 +23,12 @@
 //! tools = ["*:create_issue"]
 //!
 //! [rest]
-//! apiTokens = ["..."]            # also TOOLSEARCH_API_TOKENS (comma-separated)
+//! apiTokens = ["..."]            # also TOOLSEARCH_API_TOKENS (comma-separated); every tool
+//!
+//! [[rest.tokens]]                # a token limited to some tools (name patterns)
+//! name = "ci"
+//! tokenEnv = "CI_TOOLSEARCH_TOKEN"   # or token = "..."
+//! tools = ["github:*", "fs:read_*"]
 //! ```
 //!
 //! Keys in `toolSearch` and `supervisor` are checked strictly, so a typo is an error; other keys at the
@@ -97,9 +102,13 @@ pub struct GatewayConfig {
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RestConfig {
-    /// Bearer tokens accepted by the REST API (added to those of `TOOLSEARCH_API_TOKENS`).
+    /// Bearer tokens accepted by the REST API and `/mcp`, each allowed every tool (added to those
+    /// of `TOOLSEARCH_API_TOKENS`).
     #[serde(default)]
     pub api_tokens: Vec<String>,
+    /// Bearer tokens, each with the tools it may see (`[[rest.tokens]]`).
+    #[serde(default)]
+    pub tokens: Vec<TokenConfig>,
     /// Largest request body accepted, in bytes.
     #[serde(default = "default_max_body_bytes")]
     pub max_body_bytes: usize,
@@ -113,9 +122,46 @@ impl Default for RestConfig {
     fn default() -> Self {
         Self {
             api_tokens: Vec::new(),
+            tokens: Vec::new(),
             max_body_bytes: default_max_body_bytes(),
         }
     }
+}
+
+/// One API token of `[[rest.tokens]]` and the tools it may see. A request with it, and every
+/// MCP session opened with it, finds, lists and calls only those tools.
+#[derive(Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TokenConfig {
+    /// The token itself; give this or `token_env`.
+    #[serde(default)]
+    pub token: Option<String>,
+    /// The environment variable holding the token, read when the gateway starts.
+    #[serde(default)]
+    pub token_env: Option<String>,
+    /// A name for the token in logs and errors (the token itself is never printed).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// The tools the token may see, as [name patterns](NamePattern); absent: every tool.
+    #[serde(default)]
+    pub tools: Option<Vec<NamePattern>>,
+}
+
+impl fmt::Debug for TokenConfig {
+    // Never print the token.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenConfig")
+            .field("token", &self.token.as_ref().map(|_| "<hidden>"))
+            .field("token_env", &self.token_env)
+            .field("name", &self.name)
+            .field("tools", &self.tools)
+            .finish()
+    }
+}
+
+/// Whether `token` can be a bearer token: not empty, no whitespace.
+fn usable_token(token: &str) -> bool {
+    !token.is_empty() && !token.chars().any(char::is_whitespace)
 }
 
 /// The `mcpServers` object, order preserved.
@@ -647,10 +693,46 @@ impl GatewayConfig {
             }
         }
         for (i, token) in self.rest.api_tokens.iter().enumerate() {
-            if token.trim().is_empty() || token.chars().any(char::is_whitespace) {
+            if !usable_token(token) {
                 return Err((
                     format!("rest.apiTokens[{i}]"),
                     "must be a non-empty token without spaces".into(),
+                ));
+            }
+        }
+        for (i, entry) in self.rest.tokens.iter().enumerate() {
+            let key = format!("rest.tokens[{i}]");
+            match (&entry.token, &entry.token_env) {
+                (Some(_), Some(_)) => {
+                    return Err((
+                        key,
+                        "gives both `token` and `tokenEnv`; keep one".into(),
+                    ))
+                }
+                (None, None) => {
+                    return Err((
+                        key,
+                        "needs `token` (the secret) or `tokenEnv` (the environment variable holding it)".into(),
+                    ))
+                }
+                (Some(token), None) if !usable_token(token) => {
+                    return Err((
+                        format!("{key}.token"),
+                        "must be a non-empty token without spaces".into(),
+                    ))
+                }
+                (None, Some(var)) if var.trim().is_empty() || var.contains('=') => {
+                    return Err((
+                        format!("{key}.tokenEnv"),
+                        "must name an environment variable, e.g. `CI_TOOLSEARCH_TOKEN`".into(),
+                    ))
+                }
+                _ => {}
+            }
+            if entry.tools.as_ref().is_some_and(Vec::is_empty) {
+                return Err((
+                    format!("{key}.tools"),
+                    "is empty, which would allow no tool; list name patterns such as `github:*`, or remove the key to allow every tool".into(),
                 ));
             }
         }
@@ -1066,6 +1148,77 @@ mod tests {
         assert_eq!(err.key, "rest.apiTokens[0]");
         let err = toml("[rest]\napiToken = []\n").unwrap_err();
         assert!(err.message.contains("apiToken"), "{err}");
+    }
+
+    #[test]
+    fn scoped_tokens() {
+        let config = toml(
+            r#"
+            [[rest.tokens]]
+            name = "ci"
+            token = "ci-token"
+            tools = ["github:*", "fs:read_*"]
+            [[rest.tokens]]
+            tokenEnv = "SOME_TOKEN"
+            "#,
+        )
+        .unwrap();
+        let tokens = &config.rest.tokens;
+        assert_eq!(tokens.len(), 2);
+        assert_eq!(tokens[0].name.as_deref(), Some("ci"));
+        let tools: Vec<&str> = tokens[0]
+            .tools
+            .iter()
+            .flatten()
+            .map(NamePattern::as_str)
+            .collect();
+        assert_eq!(tools, ["github:*", "fs:read_*"]);
+        assert_eq!(tokens[1].token_env.as_deref(), Some("SOME_TOKEN"));
+        assert!(tokens[1].tools.is_none());
+        assert!(
+            !format!("{config:?}").contains("ci-token"),
+            "a token is never printed"
+        );
+
+        let json_config =
+            json(r#"{"rest": {"tokens": [{"token": "t", "tools": ["weather:*"]}]}}"#).unwrap();
+        assert_eq!(json_config.rest.tokens[0].token.as_deref(), Some("t"));
+
+        for (text, key, says) in [
+            (
+                "[[rest.tokens]]\ntoken = \"a\"\ntokenEnv = \"B\"\n",
+                "rest.tokens[0]",
+                "both",
+            ),
+            (
+                "[[rest.tokens]]\nname = \"x\"\n",
+                "rest.tokens[0]",
+                "tokenEnv",
+            ),
+            (
+                "[[rest.tokens]]\ntoken = \"a b\"\n",
+                "rest.tokens[0].token",
+                "spaces",
+            ),
+            (
+                "[[rest.tokens]]\ntokenEnv = \" \"\n",
+                "rest.tokens[0].tokenEnv",
+                "variable",
+            ),
+            (
+                "[[rest.tokens]]\ntoken = \"a\"\ntools = []\n",
+                "rest.tokens[0].tools",
+                "no tool",
+            ),
+        ] {
+            let err = toml(text).unwrap_err();
+            assert_eq!(err.key, key, "{text}: {err}");
+            assert!(err.message.contains(says), "{text}: {err}");
+        }
+        let err = toml("[[rest.tokens]]\ntoken = \"a\"\ntools = [\"a:b:c\"]\n").unwrap_err();
+        assert!(err.message.contains("not a name pattern"), "{err}");
+        let err = toml("[[rest.tokens]]\ntoken = \"a\"\nscope = []\n").unwrap_err();
+        assert!(err.message.contains("scope"), "{err}");
     }
 
     #[test]

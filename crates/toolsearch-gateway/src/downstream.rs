@@ -1,16 +1,23 @@
 //! The downstream MCP server: what clients (Claude Desktop, Cursor, agents) connect to, over stdio
 //! or Streamable HTTP. One [`GatewayService`] per MCP session; the tools it lists and runs come
-//! from the shared [`Gateway`].
+//! from the shared [`Gateway`], in the session's scope: every tool over stdio; over HTTP, the
+//! scope of the API token its first request (`initialize`) carried, for its lifetime. A request
+//! with another token on that session is refused.
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use axum::middleware;
+use axum::extract::{Request, State};
+use axum::http::{Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
 use axum::Router;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode,
-    Implementation, ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, Extensions,
+    Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -18,11 +25,12 @@ use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+use toolsearch_core::Scope;
 
 use crate::error::{GatewayError, Result};
 use crate::gateway::Gateway;
 use crate::http_config::HttpConfig;
-use crate::rest::{self, RestState};
+use crate::rest::{self, Grant, RestState};
 
 /// Where the MCP endpoint is mounted on the HTTP listener.
 pub const MCP_PATH: &str = "/mcp";
@@ -47,8 +55,20 @@ pub struct GatewayService {
 }
 
 impl GatewayService {
+    /// A session over HTTP: it sees no tool until a request binds it to the token that request
+    /// passed the token check with ([`Grant`]); the first one, `initialize`, does.
     pub fn new(gateway: Arc<Gateway>) -> Self {
         let id = gateway.new_session();
+        Self::with_id(gateway, id)
+    }
+
+    /// A session over stdio: no token, every tool.
+    pub fn stdio(gateway: Arc<Gateway>) -> Self {
+        let id = gateway.new_session_with_scope(Arc::new(Scope::all()));
+        Self::with_id(gateway, id)
+    }
+
+    fn with_id(gateway: Arc<Gateway>, id: String) -> Self {
         tracing::debug!(session = %id, "session started");
         Self {
             session: Arc::new(SessionGuard {
@@ -62,6 +82,23 @@ impl GatewayService {
     pub fn session_id(&self) -> &str {
         &self.session.id
     }
+
+    /// Binds the session to the token of a request that came over HTTP (the [`Grant`] the token
+    /// check attached to it); refuses a request with another token than the session's.
+    fn bind(&self, extensions: &Extensions) -> Result<(), ErrorData> {
+        let Some(grant) = extensions
+            .get::<http::request::Parts>()
+            .and_then(|parts| parts.extensions.get::<Grant>())
+        else {
+            return Ok(());
+        };
+        self.gateway
+            .bind_session(self.session_id(), grant.owner(), grant.scope().clone())
+            .map_err(|e| {
+                tracing::warn!(session = self.session_id(), token = grant.label(), error = %e, "request refused");
+                ErrorData::invalid_request(e.to_string(), None)
+            })
+    }
 }
 
 impl ServerHandler for GatewayService {
@@ -72,11 +109,24 @@ impl ServerHandler for GatewayService {
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("toolsearch", env!("CARGO_PKG_VERSION")))
-            .with_instructions(self.gateway.guidance())
+            .with_instructions(self.gateway.guidance(self.session_id()))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        // Bound before the answer is written: its instructions list the session's tools.
+        self.bind(&context.extensions)?;
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.gateway.attach_peer(self.session_id(), &context.peer);
+        if self.bind(&context.extensions).is_ok() {
+            self.gateway.attach_peer(self.session_id(), &context.peer);
+        }
     }
 
     async fn list_tools(
@@ -84,6 +134,7 @@ impl ServerHandler for GatewayService {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
+        self.bind(&context.extensions)?;
         self.gateway.attach_peer(self.session_id(), &context.peer);
         let tools = self
             .gateway
@@ -105,6 +156,7 @@ impl ServerHandler for GatewayService {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        self.bind(&context.extensions)?;
         self.gateway.attach_peer(self.session_id(), &context.peer);
         let arguments = request.arguments.map_or(Value::Null, Value::Object);
         let result = self
@@ -181,7 +233,7 @@ fn custom_request_error(method: &str, params: Option<Value>) -> ErrorData {
 /// malformed input line is answered with a JSON-RPC error and the session goes on
 /// ([`crate::stdio`]).
 pub async fn serve_stdio(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<()> {
-    let service = GatewayService::new(gateway);
+    let service = GatewayService::stdio(gateway);
     let running = service
         .serve_with_ct(crate::stdio::stdio(), shutdown)
         .await
@@ -196,10 +248,99 @@ pub async fn serve_stdio(gateway: Arc<Gateway>, shutdown: CancellationToken) -> 
     Ok(())
 }
 
+/// The MCP sessions of the HTTP listener and the token each was opened with, so that every
+/// request naming a session (`POST`, the `GET` stream, `DELETE`) must carry that token.
+struct SessionOwners {
+    owners: Mutex<HashMap<String, Option<usize>>>,
+    /// rmcp's sessions, to forget the owners of sessions that ended without a `DELETE`.
+    manager: Arc<LocalSessionManager>,
+    /// Owners kept after the last sweep; the next sweep runs when there are twice as many.
+    swept: Mutex<usize>,
+}
+
+/// What rmcp answers for a session it does not know; a session of another token gets the same,
+/// so a token cannot even tell that the session exists.
+fn unknown_session() -> Response {
+    (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
+}
+
+impl SessionOwners {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Option<usize>>> {
+        // Every update is one insert or remove.
+        self.owners.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Forgets the owners of sessions rmcp no longer holds (expired, or closed by the client
+    /// going away), once their number has doubled since the last sweep.
+    async fn sweep(&self) {
+        let due = {
+            let swept = *self.swept.lock().unwrap_or_else(|e| e.into_inner());
+            self.lock().len() > swept.saturating_mul(2).max(64)
+        };
+        if !due {
+            return;
+        }
+        let live: std::collections::HashSet<String> = self
+            .manager
+            .sessions
+            .read()
+            .await
+            .keys()
+            .map(|id| id.to_string())
+            .collect();
+        let mut owners = self.lock();
+        owners.retain(|id, _| live.contains(id));
+        *self.swept.lock().unwrap_or_else(|e| e.into_inner()) = owners.len();
+    }
+}
+
+/// Middleware of `/mcp`, after the token check: a request naming a session opened with another
+/// token is answered as if the session did not exist; a new session is recorded with its token.
+async fn require_session_owner(
+    State(sessions): State<Arc<SessionOwners>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let owner = request.extensions().get::<Grant>().map(Grant::owner);
+    let named = request
+        .headers()
+        .get(rmcp::transport::common::http_header::HEADER_SESSION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let delete = request.method() == Method::DELETE;
+    if let Some(id) = &named {
+        if let Some(bound) = sessions.lock().get(id) {
+            if owner != Some(*bound) {
+                tracing::warn!(token = ?owner.flatten(), "refused a request on an MCP session opened with another token");
+                return unknown_session();
+            }
+        }
+    }
+    let response = next.run(request).await;
+    match (named, owner) {
+        (None, Some(owner)) => {
+            let created = response
+                .headers()
+                .get(rmcp::transport::common::http_header::HEADER_SESSION_ID)
+                .and_then(|v| v.to_str().ok());
+            if let Some(id) = created {
+                sessions.lock().insert(id.to_string(), owner);
+                sessions.sweep().await;
+            }
+        }
+        (Some(id), _) if delete && response.status().is_success() => {
+            sessions.lock().remove(&id);
+        }
+        _ => {}
+    }
+    response
+}
+
 /// The HTTP app: the MCP endpoint at [`MCP_PATH`] beside the REST API, JSON 404s elsewhere.
 /// When API tokens are configured they guard `/mcp` as they guard the REST routes, by the same
-/// check ([`rest::require_token`]). `Host` and `Origin` are checked for every route by the
-/// listener ([`rest::serve_with`]), so serve this app with [`serve_http`].
+/// check ([`rest::require_token`]), and each MCP session belongs to the token that opened it.
+/// `Host` and `Origin` are checked for every route by the listener ([`rest::serve_with`]), so
+/// serve this app with [`serve_http`].
 pub fn http_app(
     gateway: Arc<Gateway>,
     rest_state: RestState,
@@ -212,18 +353,28 @@ pub fn http_app(
         .with_cancellation_token(shutdown)
         .disable_allowed_hosts();
     let factory_gateway = gateway.clone();
+    let manager = Arc::new(LocalSessionManager::default());
+    let owners = Arc::new(SessionOwners {
+        owners: Mutex::new(HashMap::new()),
+        manager: manager.clone(),
+        swept: Mutex::new(0),
+    });
     let mcp = StreamableHttpService::new(
         move || Ok(GatewayService::new(factory_gateway.clone())),
-        Arc::new(LocalSessionManager::default()),
+        manager,
         config,
     );
-    let mcp_router =
-        Router::new()
-            .route_service(MCP_PATH, mcp)
-            .route_layer(middleware::from_fn_with_state(
-                rest_state.shared_tokens(),
-                rest::require_token,
-            ));
+    // Layers run outside in: the token check first, then the session's owner.
+    let mcp_router = Router::new()
+        .route_service(MCP_PATH, mcp)
+        .route_layer(middleware::from_fn_with_state(
+            owners,
+            require_session_owner,
+        ))
+        .route_layer(middleware::from_fn_with_state(
+            rest_state.shared_tokens(),
+            rest::require_token,
+        ));
     mcp_router
         .merge(rest::routes(rest_state))
         .fallback(rest::not_found)

@@ -60,6 +60,26 @@ pub enum GatewayError {
     #[error("API token #{} of {source_name} is empty or contains whitespace; tokens are single words, separate several with commas", index + 1)]
     InvalidApiToken { source_name: String, index: usize },
 
+    /// The same bearer token given twice with different tools.
+    #[error("the same API token is given by {first} and by {second} with different tools; give each token once, with the tools it may use")]
+    ConflictingApiToken { first: String, second: String },
+
+    /// The environment variable a `[[rest.tokens]]` entry reads its token from is not usable.
+    #[error("{key} names the environment variable `{var}`, but {why}; set it to the token before starting the gateway, or give the token in `token`")]
+    TokenEnv {
+        key: String,
+        var: String,
+        why: String,
+    },
+
+    /// A request on an MCP session opened with another API token.
+    #[error("this MCP session was opened with another API token; open a session of your own (initialize) with your token")]
+    SessionOfAnotherToken,
+
+    /// A request on an MCP session the gateway no longer knows.
+    #[error("MCP session `{session}` has ended; open a new one (initialize)")]
+    SessionEnded { session: String },
+
     /// Serving the REST API without a token anywhere but on loopback.
     #[error("refusing to serve the REST API on {addr} without an API token: anyone who can reach it could use it; set rest.apiTokens in the config or TOOLSEARCH_API_TOKENS, bind a loopback address (127.0.0.1), or pass --insecure-no-auth")]
     UnauthenticatedBind { addr: std::net::SocketAddr },

@@ -1,6 +1,7 @@
 //! The gateway glue: the upstreams' tools indexed in one [`SearchEngine`], the core's
 //! [`Disclosure`] deciding what each downstream session sees, and tool calls routed back to the
-//! owning upstream.
+//! owning upstream. Each session has a scope for its lifetime: every tool over stdio, and over
+//! HTTP the scope of the API token that opened it (nothing until a token is bound).
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -13,9 +14,9 @@ use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 use toolsearch_core::disclosure::{
-    error_result, Disclosure, DisclosureConfig, Dispatch, ExposedTool, ServerStatus,
+    error_result, Caller, Disclosure, DisclosureConfig, Dispatch, ExposedTool, ServerStatus,
 };
-use toolsearch_core::{Preset, SearchConfig, SearchEngine, ServedId, Tool};
+use toolsearch_core::{Preset, Scope, SearchConfig, SearchEngine, ServedId, Tool};
 
 use crate::config::GatewayConfig;
 use crate::error::{GatewayError, Result};
@@ -36,6 +37,20 @@ impl ServerStatus for UpstreamStatus {
     }
 }
 
+/// Who a downstream session belongs to, and so what it may see.
+#[derive(Debug, Clone, Default)]
+enum Access {
+    /// Opened over HTTP, no token bound yet: it sees no tool.
+    #[default]
+    Unbound,
+    /// Bound for the session's lifetime to a token (its position among the configured tokens;
+    /// `None` without tokens, and over stdio) and that token's scope.
+    Bound {
+        owner: Option<usize>,
+        scope: Arc<Scope>,
+    },
+}
+
 /// A downstream session the gateway can notify.
 #[derive(Default)]
 struct SessionEntry {
@@ -43,6 +58,7 @@ struct SessionEntry {
     /// Names of the tools last returned by tools/list, to tell whether a catalog change altered
     /// what this session sees.
     listed: Option<Vec<String>>,
+    access: Access,
 }
 
 /// Everything the downstream server needs: engine, disclosure, upstreams, sessions.
@@ -227,12 +243,58 @@ impl Gateway {
         }
     }
 
-    /// A new downstream session id.
+    /// A new downstream session that sees no tool until [`Gateway::bind_session`] gives it a
+    /// token's scope (an HTTP session, bound by its first request).
     pub fn new_session(&self) -> String {
         let id = format!("s{}", self.next_session.fetch_add(1, Ordering::Relaxed));
         self.lock_sessions()
             .insert(id.clone(), SessionEntry::default());
         id
+    }
+
+    /// A new downstream session that sees the tools of `scope` for its lifetime, with no token
+    /// (a stdio session, with every tool).
+    pub fn new_session_with_scope(&self, scope: Arc<Scope>) -> String {
+        let id = self.new_session();
+        if let Some(entry) = self.lock_sessions().get_mut(&id) {
+            entry.access = Access::Bound { owner: None, scope };
+        }
+        id
+    }
+
+    /// Binds a session to the token `owner` (its position among the configured tokens, `None`
+    /// without tokens) and its `scope`, for the session's lifetime. Binding again with the same
+    /// token changes nothing; a request with another token is refused, so no token ever uses a
+    /// session, its reveals or its stored outputs, opened with another.
+    pub fn bind_session(
+        &self,
+        session: &str,
+        owner: Option<usize>,
+        scope: Arc<Scope>,
+    ) -> Result<()> {
+        let mut sessions = self.lock_sessions();
+        let Some(entry) = sessions.get_mut(session) else {
+            return Err(GatewayError::SessionEnded {
+                session: session.to_string(),
+            });
+        };
+        match &entry.access {
+            Access::Unbound => {
+                tracing::debug!(session, %scope, "session bound to its token's scope");
+                entry.access = Access::Bound { owner, scope };
+                Ok(())
+            }
+            Access::Bound { owner: bound, .. } if *bound == owner => Ok(()),
+            Access::Bound { .. } => Err(GatewayError::SessionOfAnotherToken),
+        }
+    }
+
+    /// The scope a session sees: its token's once bound; no tool before, or once it ended.
+    pub fn session_scope(&self, session: &str) -> Arc<Scope> {
+        match self.lock_sessions().get(session).map(|e| &e.access) {
+            Some(Access::Bound { scope, .. }) => scope.clone(),
+            Some(Access::Unbound) | None => Arc::new(Scope::none()),
+        }
     }
 
     /// Remembers how to reach a session, for list_changed.
@@ -254,18 +316,22 @@ impl Gateway {
         tracing::debug!(session, "session ended");
     }
 
-    /// What tools/list returns to this session.
+    /// What tools/list returns to this session: the tools of its scope.
     pub fn list_tools(&self, session: &str) -> Vec<ExposedTool> {
-        let tools = self.disclosure.visible_tools(session, &self.read_engine());
+        let scope = self.session_scope(session);
+        let tools = self
+            .disclosure
+            .visible_tools(Caller::new(session, &scope), &self.read_engine());
         if let Some(entry) = self.lock_sessions().get_mut(session) {
             entry.listed = Some(tools.iter().map(|t| t.name.clone()).collect());
         }
         tools
     }
 
-    /// Instructions for the client's system prompt.
-    pub fn guidance(&self) -> String {
-        let mut guidance = self.disclosure.guidance(&self.read_engine());
+    /// Instructions for the session's system prompt: its tools and categories.
+    pub fn guidance(&self, session: &str) -> String {
+        let scope = self.session_scope(session);
+        let mut guidance = self.disclosure.guidance_in(&self.read_engine(), &scope);
         if let Some(store) = &self.offload {
             if !guidance.is_empty() {
                 guidance.push_str("\n\n");
@@ -275,8 +341,9 @@ impl Gateway {
         guidance
     }
 
-    /// Runs a tools/call for a session: a meta-tool here, anything else on its upstream. Errors
-    /// the model can act on come back as results with `isError`.
+    /// Runs a tools/call for a session, in its scope: a meta-tool here, anything else on its
+    /// upstream. Errors the model can act on come back as results with `isError`; a tool outside
+    /// the scope is an unknown tool.
     pub async fn call_tool(
         &self,
         session: &str,
@@ -284,9 +351,11 @@ impl Gateway {
         arguments: Value,
         cancel: CancellationToken,
     ) -> CallToolResult {
+        let scope = self.session_scope(session);
         let dispatch = {
             let engine = self.read_engine();
-            self.disclosure.dispatch(session, name, arguments, &engine)
+            self.disclosure
+                .dispatch(Caller::new(session, &scope), name, arguments, &engine)
         };
         match dispatch {
             Err(e) => {
@@ -396,9 +465,10 @@ impl Gateway {
             .filter_map(|(id, e)| e.listed.clone().map(|l| (id.clone(), l)))
             .collect();
         for (session, listed) in candidates {
+            let scope = self.session_scope(&session);
             let now: Vec<String> = self
                 .disclosure
-                .visible_tools(&session, &self.read_engine())
+                .visible_tools(Caller::new(&session, &scope), &self.read_engine())
                 .into_iter()
                 .map(|t| t.name)
                 .collect();

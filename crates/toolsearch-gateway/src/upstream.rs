@@ -6,7 +6,7 @@
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::process::Stdio;
-use std::sync::{Arc, Mutex, Once};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use process_wrap::tokio::ChildWrapper;
@@ -113,6 +113,13 @@ pub enum UpstreamError {
         url: String,
         #[source]
         source: Box<rmcp::service::ClientInitializeError>,
+    },
+
+    #[error("cannot build the HTTP client for `{url}`: {source}; the system's TLS or network settings may be unusable")]
+    HttpClient {
+        url: String,
+        #[source]
+        source: reqwest::Error,
     },
 
     #[error("header name `{name}` is not a valid HTTP header name")]
@@ -236,11 +243,16 @@ pub(crate) async fn connect(
             }
         }
         ServerTransport::StreamableHttp { url, headers } => {
-            ensure_crypto_provider();
             let headers = header_map(headers)?;
             let config =
                 StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers);
-            let transport = StreamableHttpClientTransport::from_config(config);
+            let http = wire::GuardedHttpClient::new(server).map_err(|source| {
+                UpstreamError::HttpClient {
+                    url: url.clone(),
+                    source,
+                }
+            })?;
+            let transport = StreamableHttpClientTransport::with_client(http, config);
             match client.serve(transport).await {
                 Ok(service) => {
                     tracing::info!(target: "upstream", server, url = %url, "connected to Streamable HTTP server");
@@ -463,16 +475,6 @@ fn header_map(
             Ok((n, v))
         })
         .collect()
-}
-
-/// HTTPS needs a process-wide rustls crypto provider; install ring's unless one is set already.
-fn ensure_crypto_provider() {
-    static INSTALL: Once = Once::new();
-    INSTALL.call_once(|| {
-        if rustls::crypto::CryptoProvider::get_default().is_none() {
-            let _ = rustls::crypto::ring::default_provider().install_default();
-        }
-    });
 }
 
 /// Fetches the server's whole tool list, following `nextCursor` pages.

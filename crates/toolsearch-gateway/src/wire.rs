@@ -1,4 +1,5 @@
-//! What the gateway reads from a stdio upstream, line by line, before the MCP library parses it.
+//! What the gateway reads from an upstream before the MCP library parses it: a stdio server's
+//! output line by line, a Streamable HTTP server's SSE events one by one ([`GuardedHttpClient`]).
 //!
 //! The JSON parser stops at 128 levels of nesting, and the MCP library then drops the whole message:
 //! one tool with a schema nested 200 levels hid every tool of its server (tools/list never
@@ -7,10 +8,24 @@
 //! an answer to `tools/list` keeps its shape with the too-deep values replaced by a marker (the
 //! tools holding them are then left out one by one, for their schema's depth), any other answer
 //! becomes a JSON-RPC error for its request saying why, and anything else is dropped with a warning.
+//!
+//! A Streamable HTTP server answers a request either with an SSE stream, whose events are guarded
+//! like stdio lines, or with one JSON body, which rmcp's client parses itself: a body too deep to
+//! parse is then known only by the parser's error, so it becomes an error for its request saying
+//! why (a `tools/list` answered that way cannot keep its other tools).
 
 use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Arc;
 
+use futures::stream::{BoxStream, StreamExt};
+use http::{HeaderName, HeaderValue};
+use rmcp::model::{ClientJsonRpcMessage, ErrorData, ServerJsonRpcMessage};
+use rmcp::transport::streamable_http_client::{
+    SseError, StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+};
 use serde_json::{json, Value};
+use sse_stream::Sse;
 use toolsearch_core::catalog::json_depth;
 
 /// Nesting read from an upstream, below the JSON parser's own limit of 128.
@@ -46,12 +61,7 @@ pub(crate) fn guard_line<'a>(server: &str, line: &'a [u8]) -> Option<Cow<'a, [u8
             let error = json!({
                 "jsonrpc": "2.0",
                 "id": id,
-                "error": {
-                    "code": -32603,
-                    "message": format!(
-                        "the answer of server `{server}` nests {depth} levels deep, more than the {MAX_WIRE_DEPTH} the gateway reads; the server must return flatter JSON"
-                    ),
-                },
+                "error": {"code": -32603, "message": too_deep(server, depth)},
             });
             Some(Cow::Owned(error.to_string().into_bytes()))
         }
@@ -59,6 +69,232 @@ pub(crate) fn guard_line<'a>(server: &str, line: &'a [u8]) -> Option<Cow<'a, [u8
             tracing::warn!(target: "upstream", server, depth, "dropped a message nested {depth} levels deep, more than the {MAX_WIRE_DEPTH} the gateway reads");
             None
         }
+    }
+}
+
+/// The message saying an answer nests `depth` levels, deeper than the gateway reads.
+fn too_deep(server: &str, depth: usize) -> String {
+    format!(
+        "the answer of server `{server}` nests {depth} levels deep, more than the {MAX_WIRE_DEPTH} the gateway reads; the server must return flatter JSON"
+    )
+}
+
+/// The JSON parser's own limit, which a JSON body that rmcp parses itself runs into.
+const PARSER_DEPTH: usize = 128;
+
+/// rmcp's Streamable HTTP client (reqwest) with [`guard_line`] between the server and the MCP
+/// library: every SSE event's data (answers to requests, and the server's own stream) is
+/// measured and rewritten or dropped before it is parsed, and a JSON body too deep to parse
+/// becomes an error for its request.
+#[derive(Clone)]
+pub(crate) struct GuardedHttpClient {
+    inner: reqwest::Client,
+    server: Arc<str>,
+}
+
+impl GuardedHttpClient {
+    /// The client of `server`, built as rmcp builds its own: no idle connection pool (a reused
+    /// connection whose body was not read to the end stalls on delayed ACKs) and redirects
+    /// followed only when they keep the method, the body and the origin (307, 308), at most 10.
+    pub(crate) fn new(server: &str) -> Result<Self, reqwest::Error> {
+        ensure_crypto_provider();
+        let redirect = reqwest::redirect::Policy::custom(|attempt| {
+            let keeps_body = matches!(
+                attempt.status(),
+                reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
+            );
+            let same_origin = attempt
+                .previous()
+                .first()
+                .is_some_and(|first| first.origin() == attempt.url().origin());
+            if !keeps_body || !same_origin {
+                attempt.stop()
+            } else if attempt.previous().len() > 10 {
+                attempt.error("more than 10 redirects")
+            } else {
+                attempt.follow()
+            }
+        });
+        let inner = reqwest::Client::builder()
+            .pool_max_idle_per_host(0)
+            .redirect(redirect)
+            .build()?;
+        Ok(Self {
+            inner,
+            server: server.into(),
+        })
+    }
+
+    /// `stream` with each event's data passed through [`guard_line`].
+    fn guard_stream(
+        &self,
+        stream: BoxStream<'static, Result<Sse, SseError>>,
+    ) -> BoxStream<'static, Result<Sse, SseError>> {
+        let server = self.server.clone();
+        stream
+            .filter_map(move |event| {
+                std::future::ready(match event {
+                    Ok(sse) => guard_event(&server, sse).map(Ok),
+                    Err(e) => Some(Err(e)),
+                })
+            })
+            .boxed()
+    }
+
+    /// The answer to `message` with its SSE stream guarded; a JSON answer the client could not
+    /// parse for its depth becomes an error for the request.
+    fn guard_post(
+        &self,
+        message_id: Option<rmcp::model::RequestId>,
+        response: Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>> {
+        match response {
+            Ok(StreamableHttpPostResponse::Sse(stream, session)) => Ok(
+                StreamableHttpPostResponse::Sse(self.guard_stream(stream), session),
+            ),
+            Err(StreamableHttpError::UnexpectedServerResponse(why))
+                if why.contains("recursion limit exceeded") && message_id.is_some() =>
+            {
+                tracing::warn!(target: "upstream", server = %self.server, "a JSON answer too deep to parse was refused");
+                let error = ErrorData::internal_error(
+                    format!(
+                        "the answer of server `{}` nests more than {PARSER_DEPTH} levels deep, more than the gateway reads; the server must return flatter JSON",
+                        self.server
+                    ),
+                    None,
+                );
+                Ok(StreamableHttpPostResponse::Json(
+                    ServerJsonRpcMessage::error(error, message_id),
+                    None,
+                ))
+            }
+            other => other,
+        }
+    }
+}
+
+impl StreamableHttpClient for GuardedHttpClient {
+    type Error = reqwest::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let id = request_id(&message);
+        let response = self
+            .inner
+            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .await;
+        self.guard_post(id, response)
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        let id = request_id(&message);
+        let response = self
+            .inner
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await;
+        self.guard_post(id, response)
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<(), StreamableHttpError<Self::Error>> {
+        self.inner
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
+        let stream = self
+            .inner
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await?;
+        Ok(self.guard_stream(stream))
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<Self::Error>> {
+        let stream = self
+            .inner
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await?;
+        Ok(self.guard_stream(stream))
+    }
+}
+
+/// An SSE event with its data passed through [`guard_line`]: kept, rewritten, or dropped (`None`).
+fn guard_event(server: &str, mut sse: Sse) -> Option<Sse> {
+    let Some(data) = sse.data.take() else {
+        return Some(sse);
+    };
+    sse.data = Some(match guard_line(server, data.as_bytes())? {
+        Cow::Borrowed(_) => data,
+        Cow::Owned(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+    });
+    Some(sse)
+}
+
+/// HTTPS needs a process-wide rustls crypto provider (reqwest panics building a client without
+/// one); install ring's unless one is set already.
+fn ensure_crypto_provider() {
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+    });
+}
+
+/// The id of a request (an answer is expected), `None` for anything else.
+fn request_id(message: &ClientJsonRpcMessage) -> Option<rmcp::model::RequestId> {
+    match message {
+        ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
+        _ => None,
     }
 }
 
@@ -173,5 +409,90 @@ mod tests {
             nested(150)
         );
         assert!(guard_line("s", line.as_bytes()).is_none());
+    }
+
+    fn event(data: &str) -> Result<Sse, SseError> {
+        Ok(Sse {
+            event: Some("message".into()),
+            data: Some(data.to_string()),
+            id: None,
+            retry: None,
+        })
+    }
+
+    #[tokio::test]
+    async fn http_events_are_guarded_like_stdio_lines() {
+        let client = GuardedHttpClient::new("remote").unwrap();
+        let shallow = r#"{"jsonrpc":"2.0","id":1,"result":{}}"#;
+        let deep_answer = format!(
+            r#"{{"jsonrpc":"2.0","id":2,"result":{{"a":{}}}}}"#,
+            nested(150)
+        );
+        let deep_note = format!(
+            r#"{{"jsonrpc":"2.0","method":"x","params":{}}}"#,
+            nested(150)
+        );
+        let events = vec![
+            event(shallow),
+            event(&deep_answer),
+            event(&deep_note),
+            Ok(Sse {
+                event: None,
+                data: None,
+                id: Some("0".into()),
+                retry: Some(1000),
+            }),
+        ];
+        let out: Vec<Sse> = client
+            .guard_stream(futures::stream::iter(events).boxed())
+            .map(Result::unwrap)
+            .collect()
+            .await;
+        assert_eq!(out.len(), 3, "the deep notification is dropped: {out:?}");
+        assert_eq!(out[0].data.as_deref(), Some(shallow));
+        let error: Value = serde_json::from_str(out[1].data.as_deref().unwrap()).unwrap();
+        assert_eq!(error["id"], 2);
+        assert!(
+            error["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("server `remote` nests 152 levels"),
+            "{error}"
+        );
+        assert_eq!(out[2].retry, Some(1000));
+    }
+
+    #[test]
+    fn a_json_body_too_deep_to_parse_is_an_error_for_its_request() {
+        let client = GuardedHttpClient::new("remote").unwrap();
+        let parse_error = || {
+            Err(StreamableHttpError::UnexpectedServerResponse(
+                "could not parse JSON response as ServerJsonRpcMessage: recursion limit exceeded at line 1 column 140: {...".into(),
+            ))
+        };
+        let id = rmcp::model::RequestId::Number(9);
+        match client.guard_post(Some(id), parse_error()) {
+            Ok(StreamableHttpPostResponse::Json(message, None)) => {
+                let value = serde_json::to_value(&message).unwrap();
+                assert_eq!(value["id"], 9);
+                assert!(
+                    value["error"]["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains("server `remote` nests more than 128 levels"),
+                    "{value}"
+                );
+            }
+            other => panic!("expected an error answer, got {other:?}"),
+        }
+        // Without a request to answer, and for other failures, the error stays what it was.
+        assert!(client.guard_post(None, parse_error()).is_err());
+        let other = client.guard_post(
+            Some(rmcp::model::RequestId::Number(1)),
+            Err(StreamableHttpError::UnexpectedServerResponse(
+                "HTTP 500".into(),
+            )),
+        );
+        assert!(other.is_err());
     }
 }

@@ -80,15 +80,27 @@ struct Server {
 
 impl Server {
     async fn start(tokens: &[&str]) -> Server {
+        let config = GatewayConfig::parse(CONFIG, Format::Toml, "test.toml").unwrap();
+        let state = |engine| {
+            RestState::new(engine)
+                .with_max_body_bytes(config.rest.max_body_bytes)
+                .with_tokens(ApiTokens::new(tokens).unwrap())
+        };
+        Self::start_with(&config, state).await
+    }
+
+    /// The API over the test catalog entered through `config`'s policy, with the state `state`
+    /// makes of the engine.
+    async fn start_with(
+        config: &GatewayConfig,
+        state: impl FnOnce(SharedEngine) -> RestState,
+    ) -> Server {
         // reqwest is built without a default TLS provider; plain HTTP still needs one installed.
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let config = GatewayConfig::parse(CONFIG, Format::Toml, "test.toml").unwrap();
         let engine: SharedEngine = Arc::new(RwLock::new(
             SearchEngine::build(tools(), SearchConfig::default(), config.catalog_policy()).unwrap(),
         ));
-        let state = RestState::new(engine.clone())
-            .with_max_body_bytes(config.rest.max_body_bytes)
-            .with_tokens(ApiTokens::new(tokens).unwrap());
+        let state = state(engine.clone());
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(rest::serve(
@@ -108,10 +120,14 @@ impl Server {
     }
 
     async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.post_as(TOKEN, path, body).await
+    }
+
+    async fn post_as(&self, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
         let response = self
             .client
             .post(self.url(path))
-            .bearer_auth(TOKEN)
+            .bearer_auth(token)
             .json(&body)
             .send()
             .await
@@ -428,6 +444,150 @@ async fn tools_by_category_and_unknown_category() {
         error_of(&body).1.contains("missing field `category`"),
         "{body}"
     );
+}
+
+/// Two tokens limited to different tools, from the config's `[[rest.tokens]]`, and one with
+/// every tool: each sees its own catalog in searches, fallbacks, categories and counts.
+#[tokio::test]
+async fn two_scoped_tokens_see_two_views() {
+    const CODE: &str = "code-token-0123456789";
+    const FILES: &str = "files-token-0123456789";
+    let text = format!(
+        r#"{CONFIG}
+apiTokens = ["{TOKEN}"]
+
+[[rest.tokens]]
+name = "code"
+token = "{CODE}"
+tools = ["github:*"]
+
+[[rest.tokens]]
+name = "files"
+token = "{FILES}"
+tools = ["filesystem:read_*", "weather___*"]
+"#
+    );
+    let config = GatewayConfig::parse(&text, Format::Toml, "test.toml").unwrap();
+    let server = Server::start_with(&config, |engine| {
+        RestState::from_config(engine, &config).unwrap()
+    })
+    .await;
+    let search = |token: &'static str, body: Value| {
+        let server = &server;
+        async move {
+            let (status, body) = server.post_as(token, rest::SEARCH_TOOLS_PATH, body).await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            body
+        }
+    };
+    let github = ["github___create_issue", "github___list_pull_requests"];
+
+    // "file": the files token finds read_file only (write_file is outside its scope); the code
+    // token finds nothing, and its fallback offers only its own tools.
+    let body = search(FILES, json!({"query": "file"})).await;
+    assert_eq!(names(&body), ["filesystem___read_file"]);
+    assert_eq!(body["totalMatches"], 1);
+    let body = search(CODE, json!({"query": "file"})).await;
+    assert_eq!(body["totalMatches"], 0, "{body}");
+    assert_eq!(body["fallback"], json!({"kind": "names", "names": github}));
+    let body = search(TOKEN, json!({"query": "file"})).await;
+    assert_eq!(body["totalMatches"], 2, "{body}");
+
+    // An exact name outside the scope is not found; a filter by its server finds nothing.
+    let body = search(
+        FILES,
+        json!({"query": "github___create_issue", "mode": "exact"}),
+    )
+    .await;
+    assert_eq!(body["totalMatches"], 0, "{body}");
+    assert_eq!(
+        body["fallback"]["names"],
+        json!(["filesystem___read_file", "weather___get_forecast"])
+    );
+    let body = search(CODE, json!({"query": "create_issue"})).await;
+    assert_eq!(body["tools"][0]["name"], "github___create_issue");
+    assert_eq!(body["tools"][0]["score"], 1.0);
+    let body = search(CODE, json!({"server": "slack"})).await;
+    assert_eq!(body["totalMatches"], 0, "{body}");
+    let body = search(FILES, json!({"mode": "regex", "query": ".", "limit": 50})).await;
+    assert_eq!(
+        names(&body).into_iter().collect::<BTreeSet<_>>(),
+        BTreeSet::from([
+            "filesystem___read_file".to_string(),
+            "weather___get_forecast".to_string()
+        ])
+    );
+
+    // Categories: counts of the tools in scope, and only categories holding some.
+    let categories = |body: &Value| -> Vec<(String, u64)> {
+        body["categories"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["id"].as_str().unwrap().to_string(),
+                    c["toolCount"].as_u64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    let (_, body) = server
+        .post_as(CODE, rest::LIST_CATEGORIES_PATH, json!({}))
+        .await;
+    assert_eq!(categories(&body), [("code".to_string(), 2)]);
+    let (_, body) = server
+        .post_as(FILES, rest::LIST_CATEGORIES_PATH, json!({}))
+        .await;
+    assert_eq!(
+        categories(&body),
+        [("Files".to_string(), 1), ("Weather".to_string(), 1)]
+    );
+    let (_, body) = server
+        .post_as(TOKEN, rest::LIST_CATEGORIES_PATH, json!({}))
+        .await;
+    assert_eq!(categories(&body).len(), 5);
+
+    // A category outside the scope is unknown, and the known ones listed are the token's.
+    let (status, body) = server
+        .post_as(
+            FILES,
+            rest::TOOLS_BY_CATEGORY_PATH,
+            json!({"category": "Code hosting"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    let (code, message) = error_of(&body);
+    assert_eq!(code, "unknown_category");
+    assert!(message.ends_with("Files, Weather"), "{message}");
+    let (status, body) = server
+        .post_as(
+            FILES,
+            rest::TOOLS_BY_CATEGORY_PATH,
+            json!({"category": "files"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(names(&body), ["filesystem___read_file"]);
+    assert_eq!(body["category"]["toolCount"], 1);
+    let (_, body) = server
+        .post_as(
+            CODE,
+            rest::TOOLS_BY_CATEGORY_PATH,
+            json!({"category": "code"}),
+        )
+        .await;
+    assert_eq!(names(&body), github);
+
+    // A wrong token is still refused.
+    let (status, _) = server
+        .post_as(
+            "code-token-012345678",
+            rest::SEARCH_TOOLS_PATH,
+            json!({"query": "x"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
 }
 
 #[tokio::test]

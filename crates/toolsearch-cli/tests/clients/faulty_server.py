@@ -7,7 +7,14 @@ beside good ones, for the gateway's fault tests.
   nested 200 levels), and `evil<U+202E>txt` (a right-to-left override in its name).
 
 Run with the venv of scripts/install-test-peers.sh: .test-peers/venv/bin/python faulty_server.py
+
+Over stdio by default. `--http sse` or `--http json` serves it over Streamable HTTP instead, at
+/mcp on a free port of 127.0.0.1 (answers as SSE streams, or as single JSON bodies), and prints
+the port on stdout. `--without-deep-schema` leaves the tool with the deep schema out.
 """
+
+import socket
+import sys
 
 import anyio
 import mcp_types as types
@@ -68,5 +75,24 @@ async def main():
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
+async def main_http(json_response):
+    import uvicorn
+
+    app = server.streamable_http_app(json_response=json_response)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    print(sock.getsockname()[1], flush=True)
+    config = uvicorn.Config(app, log_level="warning")
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
 if __name__ == "__main__":
-    anyio.run(main)
+    if "--without-deep-schema" in sys.argv:
+        TOOLS[:] = [t for t in TOOLS if t.name != "deep_schema"]
+    if "--http" in sys.argv:
+        mode = sys.argv[sys.argv.index("--http") + 1]
+        if mode not in ("sse", "json"):
+            sys.exit(f"--http takes sse or json, not {mode!r}")
+        anyio.run(main_http, mode == "json")
+    else:
+        anyio.run(main)

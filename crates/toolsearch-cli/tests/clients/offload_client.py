@@ -6,6 +6,8 @@ what happened as JSON; for the large-output tests, where a handle from one call 
 
 PLAN_JSON is a list of steps run in order. Each may name a "session" (default "a"); a session is opened
 on first use and stays open until a "close" step, so two sessions can be open at once (over HTTP).
+Over HTTP, the step that opens a session may give a "token": every request of that session then
+carries "Authorization: Bearer TOKEN".
     {"op": "list"}                                  -> {"names": [...], "tools": {name: tool}, "instructions": "..."}
     {"op": "call", "name": N, "arguments": {...}, "save": V}
         -> {"is_error": b, "text": "...", "json": ..., "structured": ..., "content": [...]}
@@ -22,6 +24,8 @@ import os
 import sys
 
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 GUARD_SECONDS = 120
 
@@ -62,11 +66,21 @@ class Session:
     """One client session in its own task: the SDK's cancel scopes must be entered and left in one
     task, so sessions opened and closed in any order each get theirs."""
 
-    def __init__(self, server):
+    def __init__(self, server, token=None):
         self.queue = asyncio.Queue()
-        self.task = asyncio.create_task(self.run(server))
+        self.task = asyncio.create_task(self.run(server, token))
 
-    async def run(self, server):
+    async def run(self, server, token):
+        if token is None:
+            await self.serve(server)
+            return
+        if not isinstance(server, str):
+            raise ValueError("a session token needs --url (HTTP)")
+        headers = {"Authorization": f"Bearer {token}"}
+        async with create_mcp_http_client(headers=headers) as http:
+            await self.serve(streamable_http_client(server, http_client=http))
+
+    async def serve(self, server):
         # mode="legacy": the initialize handshake, as today's MCP clients do.
         async with Client(server, mode="legacy", cache=None) as client:
             while True:
@@ -100,9 +114,9 @@ class Sessions:
         self.server = server
         self.open = {}
 
-    def get(self, name):
+    def get(self, name, token=None):
         if name not in self.open:
-            self.open[name] = Session(self.server)
+            self.open[name] = Session(self.server, token)
         return self.open[name]
 
     async def close(self, name):
@@ -119,7 +133,7 @@ async def run_step(sessions, saved, step):
     if op == "close":
         await sessions.close(session)
         return {"closed": session}
-    worker = sessions.get(session)
+    worker = sessions.get(session, step.get("token"))
     if op == "list":
 
         async def list_tools(client):

@@ -5,17 +5,17 @@ use super::meta::{
     ADD_TOOL, CALL_TOOL, LIST_CATEGORIES, SEARCH_AVAILABLE_TOOLS, SEARCH_TOOLS, SHOW_ALL_TOOLS,
     TOOL_SEARCH,
 };
-use crate::catalog::Catalog;
+use crate::tool::Tool;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// Categories (or servers) listed in the guidance before the rest are summarised.
 const MAX_LISTED: usize = 40;
 
-/// The guidance text. `active` is whether any tool is deferred; when none is, every tool is
-/// already visible and the text says only that.
-pub fn guidance(preset: Preset, active: bool, catalog: &Catalog, shown: usize) -> String {
-    let total = catalog.len();
+/// The guidance text over `tools` (the caller's, in catalog order). `active` is whether any tool
+/// is deferred; when none is, every tool is already visible and the text says only that.
+pub fn guidance(preset: Preset, active: bool, tools: &[&Tool], shown: usize) -> String {
+    let total = tools.len();
     let mut text = String::new();
     if !active || preset == Preset::Passthrough {
         let _ = write!(
@@ -54,7 +54,7 @@ pub fn guidance(preset: Preset, active: bool, catalog: &Catalog, shown: usize) -
         Preset::Passthrough => String::new(),
     };
     text.push_str(&how);
-    let categories = catalog.categories();
+    let categories = categories(tools);
     if !categories.is_empty() {
         text.push_str("\nTool categories (tool count): ");
         text.push_str(&listing(&categories));
@@ -64,7 +64,7 @@ pub fn guidance(preset: Preset, active: bool, catalog: &Catalog, shown: usize) -
         text.push('.');
     } else {
         let mut servers: BTreeMap<String, usize> = BTreeMap::new();
-        for tool in catalog.tools().filter(|t| !t.server.is_empty()) {
+        for tool in tools.iter().filter(|t| !t.server.is_empty()) {
             *servers.entry(tool.server.clone()).or_default() += 1;
         }
         if servers.len() > 1 {
@@ -75,6 +75,17 @@ pub fn guidance(preset: Preset, active: bool, catalog: &Catalog, shown: usize) -
         }
     }
     text
+}
+
+/// Categories with their tool counts, sorted by name; tools without a category are not counted.
+fn categories(tools: &[&Tool]) -> Vec<(String, usize)> {
+    let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+    for tool in tools {
+        if let Some(category) = &tool.category {
+            *counts.entry(category.clone()).or_default() += 1;
+        }
+    }
+    counts.into_iter().collect()
 }
 
 fn listing(counts: &[(String, usize)]) -> String {

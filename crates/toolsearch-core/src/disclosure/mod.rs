@@ -8,6 +8,11 @@
 //!
 //! [`Disclosure`] holds the policy and the sessions and is `Send + Sync`; every method takes the
 //! [`SearchEngine`] as an argument, so the caller decides how the engine is shared and updated.
+//!
+//! Every session method takes a [`Caller`]: the session's id and its [`Scope`]. A session sees,
+//! finds, lists and calls only the tools of its scope; a tool outside it answers as an unknown
+//! tool, and no listing, count, error or suggestion names it. A plain session id is a caller
+//! with every tool in scope.
 
 mod config;
 mod guidance;
@@ -24,6 +29,7 @@ pub use meta::{
 pub use crate::contract::ServerStatus;
 use crate::contract::{self, CategoryArgs, SearchArgs, SearchOptions, SearchResults};
 use crate::error::{Error, Result};
+use crate::scope::{self, Scope};
 use crate::search::SearchEngine;
 use crate::served::{parse_arguments, schema_problems, ToolDecl};
 use crate::tool::{DeferPolicy, Tool, ToolId};
@@ -32,6 +38,34 @@ use serde_json::{json, Map, Value};
 use session::{Session, SessionStore};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Who is asking: a session and the scope of the tools it may see. The scope is the caller's to
+/// keep (the gateway keeps each session's); the disclosure never stores it, so no session falls
+/// back to a wider scope when its reveals are evicted.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller<'a> {
+    pub session: &'a str,
+    pub scope: &'a Scope,
+}
+
+impl<'a> Caller<'a> {
+    pub fn new(session: &'a str, scope: &'a Scope) -> Self {
+        Self { session, scope }
+    }
+}
+
+/// A session id alone is a caller with every tool in scope.
+impl<'a> From<&'a str> for Caller<'a> {
+    fn from(session: &'a str) -> Self {
+        Self::new(session, &scope::ALL)
+    }
+}
+
+impl<'a> From<&'a String> for Caller<'a> {
+    fn from(session: &'a String) -> Self {
+        Self::new(session, &scope::ALL)
+    }
+}
 
 /// A tool served beside the meta-tools by whoever embeds the disclosure (the gateway's
 /// large-output tools), as numbered by [`Disclosure::serve`].
@@ -229,7 +263,22 @@ impl Disclosure {
 
     /// Whether the catalog is large enough for disclosure to defer `Automatic` tools.
     pub fn is_active(&self, engine: &SearchEngine) -> bool {
-        engine.catalog().len() > self.config.threshold
+        self.is_active_in(engine, &scope::ALL)
+    }
+
+    /// Whether the tools of `scope` are enough for disclosure to defer `Automatic` tools: a
+    /// caller limited to a few tools sees them in full.
+    pub fn is_active_in(&self, engine: &SearchEngine, scope: &Scope) -> bool {
+        let count = if scope.is_all() {
+            engine.catalog().len()
+        } else {
+            engine
+                .catalog()
+                .tools()
+                .filter(|t| scope.allows_tool(t, engine.naming()))
+                .count()
+        };
+        count > self.config.threshold
     }
 
     /// Never-defer, pinned and always-visible tools carry `DeferPolicy::Never`: the catalog
@@ -245,33 +294,39 @@ impl Disclosure {
         }
     }
 
-    /// The catalog split into (tool, deferred?) in catalog order.
-    fn classify(&self, engine: &SearchEngine) -> Vec<(Arc<Tool>, bool)> {
-        let active = self.is_active(engine);
+    /// The tools of `scope` split into (tool, deferred?) in catalog order.
+    fn classify(&self, engine: &SearchEngine, scope: &Scope) -> Vec<(Arc<Tool>, bool)> {
+        let active = self.is_active_in(engine, scope);
         engine
             .catalog()
             .tools()
+            .filter(|t| scope.allows_tool(t, engine.naming()))
             .map(|t| (t.clone(), self.is_deferred(t, active)))
             .collect()
     }
 
     /// The meta-tools listed in this preset for this catalog, then the served tools.
     pub fn meta_tools(&self, engine: &SearchEngine) -> Vec<ExposedTool> {
-        let mut out: Vec<ExposedTool> = if self.classify(engine).iter().any(|(_, d)| *d) {
-            self.listed_meta(engine)
-                .into_iter()
-                .map(|m| ExposedTool::served(&m.decl(self.config.preset)))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let mut out: Vec<ExposedTool> =
+            if self.classify(engine, &scope::ALL).iter().any(|(_, d)| *d) {
+                self.listed_meta(engine, &scope::ALL)
+                    .into_iter()
+                    .map(|m| ExposedTool::served(&m.decl(self.config.preset)))
+                    .collect()
+            } else {
+                Vec::new()
+            };
         out.extend(self.served.iter().map(ExposedTool::served));
         out
     }
 
-    fn listed_meta(&self, engine: &SearchEngine) -> Vec<MetaTool> {
-        let with_categories =
-            self.config.category_tools && engine.catalog().tools().any(|t| t.category.is_some());
+    /// The preset's meta-tools; the category tools when a tool of `scope` has a category.
+    fn listed_meta(&self, engine: &SearchEngine, scope: &Scope) -> Vec<MetaTool> {
+        let with_categories = self.config.category_tools
+            && engine
+                .catalog()
+                .tools()
+                .any(|t| t.category.is_some() && scope.allows_tool(t, engine.naming()));
         MetaTool::for_preset(self.config.preset, with_categories)
     }
 
@@ -297,8 +352,16 @@ impl Disclosure {
     /// always-visible tools (and `progressive` stubs) in catalog order, then the session's
     /// revealed tools in the order they were revealed. Revealing only appends, so providers'
     /// prompt caches keep the prefix.
-    pub fn visible_tools(&self, session_id: &str, engine: &SearchEngine) -> Vec<ExposedTool> {
-        let classified = self.classify(engine);
+    pub fn visible_tools<'a>(
+        &self,
+        caller: impl Into<Caller<'a>>,
+        engine: &SearchEngine,
+    ) -> Vec<ExposedTool> {
+        let Caller {
+            session: session_id,
+            scope,
+        } = caller.into();
+        let classified = self.classify(engine, scope);
         let preset = self.config.preset;
         if !classified.iter().any(|(_, deferred)| *deferred) {
             let mut out: Vec<ExposedTool> = classified
@@ -315,7 +378,7 @@ impl Disclosure {
             .cloned()
             .unwrap_or_default();
         let mut out: Vec<ExposedTool> = self
-            .listed_meta(engine)
+            .listed_meta(engine, scope)
             .into_iter()
             .map(|m| ExposedTool::served(&m.decl(preset)))
             .chain(self.served.iter().map(ExposedTool::served))
@@ -343,8 +406,13 @@ impl Disclosure {
             if shown.contains(&id) {
                 continue;
             }
-            // A revealed tool whose server has since dropped it is skipped, not an error.
-            if let Some(tool) = engine.catalog().get(&id) {
+            // A revealed tool whose server has since dropped it is skipped, not an error; so is
+            // one outside the caller's scope.
+            if let Some(tool) = engine
+                .catalog()
+                .get(&id)
+                .filter(|t| scope.allows_tool(t, engine.naming()))
+            {
                 shown.insert(id);
                 out.push(ExposedTool::catalog(tool, engine, Exposure::Full));
             }
@@ -389,62 +457,71 @@ impl Disclosure {
 
     /// System-prompt guidance for this preset, listing the catalog's categories with counts.
     pub fn guidance(&self, engine: &SearchEngine) -> String {
-        let classified = self.classify(engine);
+        self.guidance_in(engine, &scope::ALL)
+    }
+
+    /// [`Disclosure::guidance`] for a caller with `scope`: its tools, categories and counts only.
+    pub fn guidance_in(&self, engine: &SearchEngine, scope: &Scope) -> String {
+        let classified = self.classify(engine, scope);
         let active = classified.iter().any(|(_, d)| *d);
         let shown = classified.iter().filter(|(_, d)| !d).count();
         let shown = match self.config.preset {
             Preset::Limit => shown + self.config.max_tools_limit.min(classified.len() - shown),
             _ => shown,
         };
-        guidance::guidance(self.config.preset, active, engine.catalog(), shown)
+        let tools: Vec<&Tool> = classified.iter().map(|(t, _)| t.as_ref()).collect();
+        guidance::guidance(self.config.preset, active, &tools, shown)
     }
 
     /// Runs a meta-tool for a session. `call_tool` is not handled here because it needs an
     /// executor: use [`Disclosure::dispatch`] or [`Disclosure::call_tool`].
-    pub fn handle(
+    pub fn handle<'a>(
         &self,
-        session_id: &str,
+        caller: impl Into<Caller<'a>>,
         tool_name: &str,
         arguments: Value,
         engine: &SearchEngine,
     ) -> Result<MetaOutcome> {
         match self.served_tool(tool_name) {
-            Some(Served::Meta(meta)) => self.run_meta(session_id, meta, arguments, engine),
+            Some(Served::Meta(meta)) => self.run_meta(caller.into(), meta, arguments, engine),
             _ => Err(self.not_a_meta_tool(tool_name)),
         }
     }
 
     fn run_meta(
         &self,
-        session_id: &str,
+        caller: Caller<'_>,
         meta: MetaTool,
         arguments: Value,
         engine: &SearchEngine,
     ) -> Result<MetaOutcome> {
-        tracing::debug!(session = session_id, tool = meta.name(), "meta-tool");
+        tracing::debug!(session = caller.session, tool = meta.name(), "meta-tool");
         let name = meta.name();
         match meta {
             MetaTool::ToolSearch => {
-                self.tool_search(session_id, parse_arguments(name, arguments)?, engine)
+                self.tool_search(caller, parse_arguments(name, arguments)?, engine)
             }
-            MetaTool::SearchTools => self.search_tools(&parse_arguments(name, arguments)?, engine),
-            MetaTool::AddTool => {
-                self.add_tool(session_id, parse_arguments(name, arguments)?, engine)
+            MetaTool::SearchTools => {
+                self.search_tools(caller.scope, &parse_arguments(name, arguments)?, engine)
             }
+            MetaTool::AddTool => self.add_tool(caller, parse_arguments(name, arguments)?, engine),
             MetaTool::ShowAllTools => {
-                Ok(self.show_all_tools(&parse_arguments(name, arguments)?, engine))
+                Ok(self.show_all_tools(caller.scope, &parse_arguments(name, arguments)?, engine))
             }
             MetaTool::SearchAvailableTools => {
-                self.search_available_tools(session_id, &parse_arguments(name, arguments)?, engine)
+                self.search_available_tools(caller, &parse_arguments(name, arguments)?, engine)
             }
             MetaTool::ListCategories => {
                 parse_arguments::<NoArgs>(name, arguments)?;
-                Ok(unchanged(to_json(&contract::list_categories(engine))))
+                Ok(unchanged(to_json(&contract::list_categories(
+                    engine,
+                    caller.scope,
+                ))))
             }
             MetaTool::GetToolsByCategory => {
                 let args: CategoryArgs = parse_arguments(name, arguments)?;
                 let schemas = self.config.preset == Preset::Search;
-                let mut listed = contract::tools_by_category(engine, &args, schemas)?;
+                let mut listed = contract::tools_by_category(engine, &args, schemas, caller.scope)?;
                 self.mark_unavailable(&mut listed.page.tools);
                 Ok(unchanged(to_json(&listed)))
             }
@@ -475,13 +552,14 @@ impl Disclosure {
     /// Routes a tool call from the model, by the tool it names: meta-tools run here; `call_tool`
     /// is unpacked here (and only here); calls to catalog tools come back as [`Dispatch::Call`]
     /// with validated arguments, calls to served tools as [`Dispatch::Served`].
-    pub fn dispatch(
+    pub fn dispatch<'a>(
         &self,
-        session_id: &str,
+        caller: impl Into<Caller<'a>>,
         tool_name: &str,
         arguments: Value,
         engine: &SearchEngine,
     ) -> Result<Dispatch> {
+        let caller = caller.into();
         match self.served_tool(tool_name) {
             Some(Served::Meta(MetaTool::CallTool)) => {
                 let args: CallToolArgs = parse_arguments(CALL_TOOL, arguments)?;
@@ -492,15 +570,17 @@ impl Disclosure {
                         arguments: inner,
                     });
                 }
-                let (tool, arguments) = self.prepare_call(&args.name, inner, engine)?;
+                let (tool, arguments) =
+                    self.prepare_call_in(&args.name, inner, engine, caller.scope)?;
                 Ok(Dispatch::Call { tool, arguments })
             }
             Some(Served::Meta(meta)) => self
-                .run_meta(session_id, meta, arguments, engine)
+                .run_meta(caller, meta, arguments, engine)
                 .map(Dispatch::Meta),
             Some(Served::External(id)) => Ok(Dispatch::Served { id, arguments }),
             None => {
-                let (tool, arguments) = self.prepare_call(tool_name, arguments, engine)?;
+                let (tool, arguments) =
+                    self.prepare_call_in(tool_name, arguments, engine, caller.scope)?;
                 Ok(Dispatch::Call { tool, arguments })
             }
         }
@@ -515,9 +595,21 @@ impl Disclosure {
         arguments: Value,
         engine: &SearchEngine,
     ) -> Result<(Arc<Tool>, Value)> {
-        let tool = match engine.resolve(name) {
+        self.prepare_call_in(name, arguments, engine, &scope::ALL)
+    }
+
+    /// [`Disclosure::prepare_call`] for a caller with `scope`: a tool outside it is an unknown
+    /// tool, suggested names are in scope.
+    pub fn prepare_call_in(
+        &self,
+        name: &str,
+        arguments: Value,
+        engine: &SearchEngine,
+        scope: &Scope,
+    ) -> Result<(Arc<Tool>, Value)> {
+        let tool = match engine.resolve_in(name, scope) {
             Some(tool) => tool.clone(),
-            None => return Err(self.unresolved(name, engine)),
+            None => return Err(self.unresolved(name, engine, scope)),
         };
         let arguments = match arguments {
             Value::Null => Value::Object(Map::new()),
@@ -543,13 +635,14 @@ impl Disclosure {
     }
 
     /// Why `name` resolves to no tool: its server (the part before the separator) is down, so
-    /// its tools are not in the catalog (the status says so), or it is unknown.
-    fn unresolved(&self, name: &str, engine: &SearchEngine) -> Error {
+    /// its tools are not in the catalog (the status says so), or it is unknown. A name outside
+    /// `scope` is unknown whatever its server's state, and the suggestions are in scope.
+    fn unresolved(&self, name: &str, engine: &SearchEngine, scope: &Scope) -> Error {
         let id = engine.naming().parse(name);
         let down = self
             .status
             .as_ref()
-            .filter(|_| !id.server.is_empty())
+            .filter(|_| !id.server.is_empty() && scope.allows(&id, engine.naming()))
             .and_then(|status| status.unavailable(&id.server));
         match down {
             Some(state) => Error::ServerDown {
@@ -559,16 +652,16 @@ impl Disclosure {
             },
             None => Error::UnknownTool {
                 name: name.to_string(),
-                suggestions: engine.suggest(name, 5),
+                suggestions: engine.suggest_in(name, 5, scope),
             },
         }
     }
 
     /// `call_tool` for library users: validates `{name, arguments}` and runs `executor` on the
     /// resolved tool with the validated arguments.
-    pub fn call_tool<F>(
+    pub fn call_tool<'a, F>(
         &self,
-        session_id: &str,
+        caller: impl Into<Caller<'a>>,
         arguments: Value,
         engine: &SearchEngine,
         executor: F,
@@ -576,18 +669,20 @@ impl Disclosure {
     where
         F: FnOnce(&Tool, Value) -> Value,
     {
+        let caller = caller.into();
         let args: CallToolArgs = parse_arguments(CALL_TOOL, arguments)?;
         let inner = args.arguments.map_or(Value::Null, Value::Object);
-        let (tool, arguments) = self.prepare_call(&args.name, inner, engine)?;
-        tracing::debug!(session = session_id, tool = %tool.id(), "call_tool");
+        let (tool, arguments) = self.prepare_call_in(&args.name, inner, engine, caller.scope)?;
+        tracing::debug!(session = caller.session, tool = %tool.id(), "call_tool");
         Ok(executor(&tool, arguments))
     }
 
-    fn search_options(&self, schemas: bool, default_limit: usize) -> SearchOptions {
+    fn search_options(&self, scope: &Scope, schemas: bool, default_limit: usize) -> SearchOptions {
         SearchOptions {
             schemas,
             default_limit,
             top_band: Some(self.config.top_band),
+            scope: scope.clone(),
             ..SearchOptions::default()
         }
     }
@@ -612,7 +707,7 @@ impl Disclosure {
 
     fn tool_search(
         &self,
-        session_id: &str,
+        caller: Caller<'_>,
         args: ToolSearchArgs,
         engine: &SearchEngine,
     ) -> Result<MetaOutcome> {
@@ -621,9 +716,13 @@ impl Disclosure {
             limit: Some(limit),
             ..SearchArgs::new(args.query)
         };
-        let results = self.run_search(&search, &self.search_options(true, limit), engine)?;
+        let results = self.run_search(
+            &search,
+            &self.search_options(caller.scope, true, limit),
+            engine,
+        )?;
         let ids = tool_ids(&results, engine);
-        let loaded = self.reveal(session_id, ids, engine);
+        let loaded = self.reveal(caller, ids, engine);
         Ok(MetaOutcome {
             visible_changed: !loaded.is_empty(),
             result: to_json(&Revealed { results, loaded }),
@@ -631,17 +730,21 @@ impl Disclosure {
     }
 
     /// Reveals `ids` for a session; returns the public names that became visible in full.
-    fn reveal(&self, session_id: &str, ids: Vec<ToolId>, engine: &SearchEngine) -> Vec<String> {
-        let active = self.is_active(engine);
+    fn reveal(&self, caller: Caller<'_>, ids: Vec<ToolId>, engine: &SearchEngine) -> Vec<String> {
+        let active = self.is_active_in(engine, caller.scope);
         let catalog = engine.catalog();
         // Tools already visible in full need no reveal; revealing them would only churn the list.
         let wanted: Vec<ToolId> = ids
             .into_iter()
-            .filter(|id| catalog.get(id).is_some_and(|t| self.is_deferred(t, active)))
+            .filter(|id| {
+                catalog.get(id).is_some_and(|t| {
+                    self.is_deferred(t, active) && caller.scope.allows_tool(t, engine.naming())
+                })
+            })
             .collect();
         let max = self.config.max_reveals_per_session;
         let mut state = self.lock();
-        let session: &mut Session = state.sessions.get_or_create(session_id);
+        let session: &mut Session = state.sessions.get_or_create(caller.session);
         session
             .reveal(wanted, max)
             .into_iter()
@@ -649,11 +752,16 @@ impl Disclosure {
             .collect()
     }
 
-    fn search_tools(&self, args: &SearchArgs, engine: &SearchEngine) -> Result<MetaOutcome> {
+    fn search_tools(
+        &self,
+        scope: &Scope,
+        args: &SearchArgs,
+        engine: &SearchEngine,
+    ) -> Result<MetaOutcome> {
         let schemas = self.config.preset != Preset::Add;
         let mut results = self.run_search(
             args,
-            &self.search_options(schemas, contract::DEFAULT_LIMIT),
+            &self.search_options(scope, schemas, contract::DEFAULT_LIMIT),
             engine,
         )?;
         if !schemas && !results.page.tools.is_empty() {
@@ -664,23 +772,23 @@ impl Disclosure {
 
     fn add_tool(
         &self,
-        session_id: &str,
+        caller: Caller<'_>,
         args: AddToolArgs,
         engine: &SearchEngine,
     ) -> Result<MetaOutcome> {
         let mut ids = Vec::new();
         // All names are checked before any is revealed: a typo must not half-apply the call.
         for name in args.names {
-            match engine.resolve(&name) {
+            match engine.resolve_in(&name, caller.scope) {
                 Some(tool) => ids.push(tool.id()),
-                None => return Err(self.unresolved(&name, engine)),
+                None => return Err(self.unresolved(&name, engine, caller.scope)),
             }
         }
         let requested: Vec<String> = ids
             .iter()
             .map(|id| engine.naming().public_name(id))
             .collect();
-        let added = self.reveal(session_id, ids, engine);
+        let added = self.reveal(caller, ids, engine);
         let already_available: Vec<String> = requested
             .into_iter()
             .filter(|n| !added.contains(n))
@@ -694,10 +802,16 @@ impl Disclosure {
         })
     }
 
-    fn show_all_tools(&self, args: &ShowAllArgs, engine: &SearchEngine) -> MetaOutcome {
+    fn show_all_tools(
+        &self,
+        scope: &Scope,
+        args: &ShowAllArgs,
+        engine: &SearchEngine,
+    ) -> MetaOutcome {
         let mut names: Vec<String> = engine
             .catalog()
             .tools()
+            .filter(|t| scope.allows_tool(t, engine.naming()))
             .map(|t| engine.naming().tool_name(t))
             .collect();
         names.sort();
@@ -716,12 +830,16 @@ impl Disclosure {
 
     fn search_available_tools(
         &self,
-        session_id: &str,
+        caller: Caller<'_>,
         args: &SearchArgs,
         engine: &SearchEngine,
     ) -> Result<MetaOutcome> {
         let limit = self.config.max_tools_limit.min(contract::MAX_LIMIT);
-        let results = self.run_search(args, &self.search_options(false, limit), engine)?;
+        let results = self.run_search(
+            args,
+            &self.search_options(caller.scope, false, limit),
+            engine,
+        )?;
         let ids = tool_ids(&results, engine);
         let result = to_json(&results);
         // A search that finds nothing keeps the current tools: an empty set would strand the model.
@@ -729,7 +847,7 @@ impl Disclosure {
             return Ok(unchanged(result));
         }
         let mut state = self.lock();
-        let session = state.sessions.get_or_create(session_id);
+        let session = state.sessions.get_or_create(caller.session);
         let changed = session.limit_set.as_ref() != Some(&ids);
         session.limit_set = Some(ids);
         Ok(MetaOutcome {
@@ -743,7 +861,7 @@ impl Disclosure {
     /// `tool_search` tool that is never deferred. The list is the same for every session: the API
     /// loads tools from the `tool_reference` blocks the search returns.
     pub fn anthropic_native_tools(&self, engine: &SearchEngine) -> Vec<ExposedTool> {
-        let classified = self.classify(engine);
+        let classified = self.classify(engine, &scope::ALL);
         let mut out = Vec::with_capacity(classified.len() + 1);
         if classified.iter().any(|(_, d)| *d) {
             let mut search = ExposedTool::served(&MetaTool::ToolSearch.decl(self.config.preset));
@@ -775,7 +893,7 @@ impl Disclosure {
     ) -> Result<Vec<String>> {
         let args: ToolSearchArgs = parse_arguments(TOOL_SEARCH, arguments)?;
         let deferred: HashSet<ToolId> = self
-            .classify(engine)
+            .classify(engine, &scope::ALL)
             .into_iter()
             .filter(|(_, d)| *d)
             .map(|(t, _)| t.id())
@@ -784,7 +902,7 @@ impl Disclosure {
         // Only deferred tools may be referenced; the others are loaded already.
         let options = SearchOptions {
             visible: Some(deferred),
-            ..self.search_options(false, limit)
+            ..self.search_options(&scope::ALL, false, limit)
         };
         let search = SearchArgs {
             limit: Some(limit),

@@ -1,6 +1,8 @@
-//! Filters applied to search results: server, category, tags, a visible set and name patterns.
+//! Filters applied to search results: server, category, tags, a visible set, name patterns and the
+//! caller's scope.
 
 use crate::policy::{NamePattern, Naming};
+use crate::scope::Scope;
 use crate::tool::{Tool, ToolId};
 use std::collections::HashSet;
 
@@ -15,6 +17,9 @@ pub struct Filters {
     pub visible: Option<HashSet<ToolId>>,
     /// Any of these name patterns, when not empty.
     pub patterns: Vec<NamePattern>,
+    /// The caller's scope: tools outside it are never matched (nor counted, nor offered in a
+    /// fallback).
+    pub scope: Scope,
 }
 
 impl Filters {
@@ -24,6 +29,7 @@ impl Filters {
             && self.tags.is_empty()
             && self.visible.is_none()
             && self.patterns.is_empty()
+            && self.scope.is_all()
     }
 
     /// Whether `tool` passes; `naming` is the catalog's, for patterns that name public names.
@@ -45,6 +51,7 @@ impl Filters {
                 .is_none_or(|v| v.contains(&ToolId::new(tool.server.clone(), tool.name.clone())))
             && (self.patterns.is_empty()
                 || self.patterns.iter().any(|p| p.matches(&tool.id(), naming)))
+            && self.scope.allows_tool(tool, naming)
     }
 }
 
@@ -92,6 +99,17 @@ mod tests {
         assert!(!f(Filters {
             servers: vec!["fs".into()],
             categories: vec!["web".into()],
+            ..Default::default()
+        }));
+        let scoped = |pattern: &str| Filters {
+            scope: Scope::only([NamePattern::parse(pattern)]),
+            ..Default::default()
+        };
+        assert!(!scoped("fs:read_*").is_empty());
+        assert!(f(scoped("fs:read_*")));
+        assert!(!f(scoped("fs:write_*")));
+        assert!(!f(Filters {
+            scope: Scope::none(),
             ..Default::default()
         }));
     }

@@ -24,6 +24,7 @@ use crate::catalog::Catalog;
 use crate::embed::{embedding_text, Embedder};
 use crate::error::{Error, Result};
 use crate::policy::{CatalogPolicy, CategoryInfo, Naming};
+use crate::scope::Scope;
 use crate::tool::Tool;
 use dense::DenseIndex;
 use index::ToolIndex;
@@ -287,15 +288,43 @@ impl SearchEngine {
             .categories(self.catalog.tools().map(|t| t.as_ref()))
     }
 
+    /// [`SearchEngine::categories`] as a caller with `scope` sees them: counts over the tools in
+    /// scope only, and, for a limited scope, only the categories holding at least one of them
+    /// (an empty definition, or one holding only other tools, is not listed).
+    pub fn categories_in(&self, scope: &Scope) -> Vec<CategoryInfo> {
+        if scope.is_all() {
+            return self.categories();
+        }
+        let naming = self.naming();
+        let mut categories = self.policy.categories(
+            self.catalog
+                .tools()
+                .filter(|t| scope.allows_tool(t, naming))
+                .map(|t| t.as_ref()),
+        );
+        categories.retain(|c| c.tool_count > 0);
+        categories
+    }
+
     /// Resolves a name as a client would write it: `server___name`, or a bare name that is unique
     /// in the catalog.
     pub fn resolve(&self, name: &str) -> Option<&Arc<Tool>> {
         self.catalog.resolve(name, self.naming())
     }
 
+    /// [`SearchEngine::resolve`] among the tools of `scope` only.
+    pub fn resolve_in(&self, name: &str, scope: &Scope) -> Option<&Arc<Tool>> {
+        self.catalog.resolve_in(name, self.naming(), scope)
+    }
+
     /// Up to `max` public names closest to `name`, for did-you-mean messages.
     pub fn suggest(&self, name: &str, max: usize) -> Vec<String> {
         self.catalog.suggest(name, self.naming(), max)
+    }
+
+    /// [`SearchEngine::suggest`] among the tools of `scope` only.
+    pub fn suggest_in(&self, name: &str, max: usize, scope: &Scope) -> Vec<String> {
+        self.catalog.suggest_in(name, self.naming(), max, scope)
     }
 
     /// Replaces one server's tools in the catalog and the index, through the policy (selection,
@@ -435,7 +464,7 @@ impl SearchEngine {
                 return Ok(self.browse(request))
             }
             SearchMode::Keyword | SearchMode::Hybrid => {
-                let keyword = self.keyword_candidates(query, &mut terms)?;
+                let keyword = self.keyword_candidates(query, &request.filters.scope, &mut terms)?;
                 if mode == SearchMode::Hybrid {
                     match self.dense_ranking(query, &request.filters, usize::MAX) {
                         Ok(all) => {
@@ -544,6 +573,7 @@ impl SearchEngine {
     fn keyword_candidates(
         &self,
         query: &str,
+        scope: &Scope,
         terms: &mut Vec<explain::QueryTerm>,
     ) -> Result<Vec<Candidate>> {
         if query.chars().count() > self.config.max_query_chars {
@@ -555,9 +585,41 @@ impl SearchEngine {
         }
         let (hits, max_score, collected) = keyword::evaluate(&self.index, &self.config, query)?;
         *terms = collected;
-        let max_score = max_score.max(f32::EPSILON);
-        Ok(hits
-            .touched
+        // Under a limited scope, scores are normalised over the tools in it, so that a tool the
+        // caller cannot see neither lowers their scores nor shows through them.
+        let touched: Vec<u32> = if scope.is_all() {
+            hits.touched.clone()
+        } else {
+            hits.touched
+                .iter()
+                .copied()
+                .filter(|&slot| {
+                    self.index
+                        .tool(slot)
+                        .is_some_and(|t| scope.allows_tool(t, self.naming()))
+                })
+                .collect()
+        };
+        let max_score = if scope.is_all() {
+            max_score
+        } else {
+            // The bound scaled by the best score in scope over the best of all: the same scores
+            // as without a scope when the best tool is in it.
+            let best = |slots: &[u32]| {
+                slots
+                    .iter()
+                    .map(|&slot| hits.scores[slot as usize])
+                    .fold(0.0f32, f32::max)
+            };
+            let all = best(&hits.touched);
+            if all > 0.0 {
+                max_score * best(&touched) / all
+            } else {
+                max_score
+            }
+        }
+        .max(f32::EPSILON);
+        Ok(touched
             .iter()
             .map(|&slot| Candidate::new(slot, (hits.scores[slot as usize] / max_score).min(0.999)))
             .collect())

@@ -1,6 +1,7 @@
 //! The REST handlers: each reads its body with [`ApiJson`], runs the search contract on the shared
 //! engine off the async workers, and answers with the contract's JSON, the same bytes the MCP
-//! meta-tools and the CLI's `--json` write.
+//! meta-tools and the CLI's `--json` write. Each runs in the scope of the request's token
+//! ([`Grant`]): tools outside it are never found, listed or counted.
 
 use axum::extract::State;
 use axum::Json;
@@ -11,6 +12,7 @@ use toolsearch_core::contract::{
 };
 use toolsearch_core::SearchEngine;
 
+use super::auth::Grant;
 use super::error::ApiError;
 use super::extract::ApiJson;
 use super::RestState;
@@ -50,6 +52,7 @@ fn check_limit(limit: Option<usize>) -> Result<(), ApiError> {
 
 pub(crate) async fn search_tools(
     State(state): State<RestState>,
+    grant: Grant,
     ApiJson(args): ApiJson<SearchArgs>,
 ) -> Result<Json<SearchResults>, ApiError> {
     let criteria = !args.query.trim().is_empty()
@@ -62,7 +65,11 @@ pub(crate) async fn search_tools(
     check_limit(args.limit)?;
     let status = state.status.clone();
     with_engine(&state, move |engine| {
-        let mut results = contract::search(engine, &args, &SearchOptions::default())?;
+        let options = SearchOptions {
+            scope: grant.scope().as_ref().clone(),
+            ..SearchOptions::default()
+        };
+        let mut results = contract::search(engine, &args, &options)?;
         if let Some(status) = &status {
             contract::mark_unavailable(&mut results.page.tools, status.as_ref());
         }
@@ -74,19 +81,24 @@ pub(crate) async fn search_tools(
 
 pub(crate) async fn list_categories(
     State(state): State<RestState>,
+    grant: Grant,
     ApiJson(_request): ApiJson<ListCategoriesRequest>,
 ) -> Result<Json<CategoryList>, ApiError> {
-    with_engine(&state, |engine| Ok(Json(contract::list_categories(engine)))).await
+    with_engine(&state, move |engine| {
+        Ok(Json(contract::list_categories(engine, grant.scope())))
+    })
+    .await
 }
 
 pub(crate) async fn get_tools_by_category(
     State(state): State<RestState>,
+    grant: Grant,
     ApiJson(args): ApiJson<CategoryArgs>,
 ) -> Result<Json<CategoryTools>, ApiError> {
     check_limit(args.limit)?;
     let status = state.status.clone();
     with_engine(&state, move |engine| {
-        let mut listed = contract::tools_by_category(engine, &args, true)?;
+        let mut listed = contract::tools_by_category(engine, &args, true, grant.scope())?;
         if let Some(status) = &status {
             contract::mark_unavailable(&mut listed.page.tools, status.as_ref());
         }

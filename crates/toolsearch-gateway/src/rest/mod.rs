@@ -25,7 +25,7 @@ use axum::{middleware, Json, Router};
 use toolsearch_core::contract::ServerStatus;
 use toolsearch_core::SearchEngine;
 
-pub use auth::{authorized, require_token, ApiTokens, TOKENS_ENV};
+pub use auth::{authorized, grant_for, require_token, ApiTokens, Grant, TOKENS_ENV};
 pub use error::ApiError;
 pub use listener::{serve_with, BodyReadTimeout};
 pub use openapi::document as openapi_document;
@@ -90,7 +90,7 @@ impl RestState {
     /// Body limit and tokens from the config, plus tokens from `TOOLSEARCH_API_TOKENS`.
     pub fn from_config(engine: SharedEngine, config: &GatewayConfig) -> Result<Self, GatewayError> {
         Ok(Self::new(engine)
-            .with_tokens(ApiTokens::from_config_and_env(&config.rest.api_tokens)?)
+            .with_tokens(ApiTokens::from_config_and_env(&config.rest)?)
             .with_max_body_bytes(config.rest.max_body_bytes))
     }
 
