@@ -729,7 +729,7 @@ fn meta_tools_reject_bad_arguments_with_their_schema() {
         ("search_tools", json!({"query": 3})),
         ("search_tools", json!({"query": "x", "colour": "red"})),
         ("search_tools", json!({"query": "x", "limit": 0})),
-        ("search_tools", json!({"query": "x", "mode": "semantic"})),
+        ("search_tools", json!({"query": "x", "mode": "fuzzy"})),
         ("add_tool", json!({"names": []})),
         ("add_tool", json!("read_file")),
         ("show_all_tools", json!({"offset": -1})),

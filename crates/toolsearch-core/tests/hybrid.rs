@@ -1,0 +1,247 @@
+//! Hybrid and semantic search with a deterministic stand-in model that knows a few concepts: a
+//! tool is found by a request that shares no word with it, exact names still win, scores stay in
+//! 0..1, vectors follow the catalog, and without a model everything runs by words.
+
+use std::sync::Arc;
+
+use toolsearch_core::contract::{self, SearchArgs, SearchOptions};
+use toolsearch_core::embed::{EmbedError, Embedder, HashEmbedder};
+use toolsearch_core::{
+    Error, Fallback, MatchedOn, SearchConfig, SearchEngine, SearchMode, SearchRequest, Tool,
+};
+
+/// Words of one concept share a dimension, so texts about the same thing are close without a
+/// word in common; every other word falls into hashed dimensions of its own.
+struct ConceptEmbedder {
+    id: String,
+    rest: HashEmbedder,
+}
+
+const CONCEPTS: [&[&str]; 3] = [
+    &["rain", "forecast", "weather", "umbrella", "sunny"],
+    &["email", "mail", "message", "inbox", "colleague"],
+    &["document", "file", "disk", "folder"],
+];
+
+impl ConceptEmbedder {
+    fn new(id: &str) -> Self {
+        Self {
+            id: id.to_string(),
+            rest: HashEmbedder::new(29),
+        }
+    }
+}
+
+impl Embedder for ConceptEmbedder {
+    fn model_id(&self) -> &str {
+        &self.id
+    }
+
+    fn dimensions(&self) -> usize {
+        32
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        Ok(texts
+            .iter()
+            .map(|text| {
+                let mut vector = vec![0.0f32; 3];
+                for word in text.to_lowercase().split(|c: char| !c.is_alphanumeric()) {
+                    for (dim, words) in CONCEPTS.iter().enumerate() {
+                        if words.contains(&word) {
+                            vector[dim] += 3.0;
+                        }
+                    }
+                }
+                vector.extend(self.rest.vector(text).into_iter().map(|x| x * 0.5));
+                vector
+            })
+            .collect())
+    }
+}
+
+fn tools() -> Vec<Tool> {
+    vec![
+        Tool::new("get_forecast", "Returns the forecast for a city.").with_server("weather"),
+        Tool::new("send_mail", "Sends a mail to a recipient.").with_server("mail"),
+        Tool::new("read_document", "Reads a document from disk.").with_server("files"),
+        Tool::new("list_folder", "Lists the entries of a folder.").with_server("files"),
+    ]
+}
+
+fn engine_with_model(id: &str) -> SearchEngine {
+    let mut engine =
+        SearchEngine::build(tools(), SearchConfig::default(), Default::default()).unwrap();
+    engine.set_embedder(Some(Arc::new(ConceptEmbedder::new(id))));
+    engine.embed_pending().unwrap();
+    engine
+}
+
+fn search(engine: &SearchEngine, query: &str, mode: SearchMode) -> Vec<(String, f32, bool)> {
+    engine
+        .search(&SearchRequest::new(query).mode(mode))
+        .unwrap()
+        .tools
+        .iter()
+        .map(|hit| {
+            let by_meaning = hit.matched_on.iter().any(|m| m.field == MatchedOn::MEANING);
+            (hit.tool.name.clone(), hit.score, by_meaning)
+        })
+        .collect()
+}
+
+const NO_SHARED_WORD: &str = "will I need an umbrella tomorrow";
+
+#[test]
+fn hybrid_finds_a_tool_by_a_request_that_shares_no_word_with_it() {
+    let engine = engine_with_model("concepts-v1");
+    assert!(search(&engine, NO_SHARED_WORD, SearchMode::Keyword).is_empty());
+    let response = engine
+        .search(&SearchRequest::new(NO_SHARED_WORD).mode(SearchMode::Hybrid))
+        .unwrap();
+    assert_eq!(response.mode, SearchMode::Hybrid);
+    let found = search(&engine, NO_SHARED_WORD, SearchMode::Hybrid);
+    assert_eq!(found.first().map(|f| f.0.as_str()), Some("get_forecast"));
+    assert!(found[0].2, "matchedOn says meaning: {found:?}");
+}
+
+#[test]
+fn hybrid_keeps_word_matches_and_says_which_came_from_words() {
+    let engine = engine_with_model("concepts-v1");
+    let found = search(&engine, "read a document", SearchMode::Hybrid);
+    assert_eq!(found[0].0, "read_document");
+    assert!(!found[0].2, "found by words: {found:?}");
+}
+
+#[test]
+fn an_exact_name_scores_1_and_ranks_first_in_every_mode_and_scores_stay_in_0_1() {
+    let engine = engine_with_model("concepts-v1");
+    for mode in [SearchMode::Hybrid, SearchMode::Semantic] {
+        let found = search(&engine, "list_folder", mode);
+        assert_eq!(found[0].0, "list_folder", "{mode:?}");
+        assert_eq!(found[0].1, 1.0);
+        for query in [NO_SHARED_WORD, "mail my colleague", "forecast document folder"] {
+            for (name, score, _) in search(&engine, query, mode) {
+                assert!((0.0..1.0).contains(&score), "{name} {score} for {query:?}");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_request_about_nothing_in_the_catalog_finds_nothing_and_offers_a_fallback() {
+    let engine = engine_with_model("concepts-v1");
+    let response = engine
+        .search(&SearchRequest::new("zq xv").mode(SearchMode::Hybrid))
+        .unwrap();
+    assert!(response.tools.is_empty(), "{:?}", response.tools);
+    assert!(matches!(response.fallback, Some(Fallback::Names { .. })));
+}
+
+#[test]
+fn semantic_mode_ranks_by_meaning_only() {
+    let engine = engine_with_model("concepts-v1");
+    let found = search(&engine, "check my inbox", SearchMode::Semantic);
+    assert_eq!(found[0].0, "send_mail");
+    assert!(found.iter().all(|f| f.2));
+}
+
+#[test]
+fn without_a_model_hybrid_runs_as_keyword_and_semantic_says_what_to_do() {
+    let engine = SearchEngine::from_tools(tools()).unwrap();
+    assert_eq!(engine.default_mode(), SearchMode::Keyword);
+    let response = engine
+        .search(&SearchRequest::new("read a document").mode(SearchMode::Hybrid))
+        .unwrap();
+    assert_eq!(response.mode, SearchMode::Keyword);
+    let error = engine
+        .search(&SearchRequest::new("read").mode(SearchMode::Semantic))
+        .unwrap_err();
+    assert!(matches!(error, Error::NoEmbeddingModel));
+    assert!(error.to_string().contains("toolsearch model fetch"));
+}
+
+#[test]
+fn with_a_model_but_no_vectors_yet_hybrid_runs_as_keyword() {
+    let mut engine = SearchEngine::from_tools(tools()).unwrap();
+    engine.set_embedder(Some(Arc::new(ConceptEmbedder::new("concepts-v1"))));
+    assert_eq!(engine.default_mode(), SearchMode::Hybrid);
+    let response = engine
+        .search(&SearchRequest::new(NO_SHARED_WORD).mode(SearchMode::Hybrid))
+        .unwrap();
+    assert_eq!(response.mode, SearchMode::Keyword);
+    assert!(response.tools.is_empty());
+}
+
+#[test]
+fn the_contract_searches_hybrid_by_default_when_a_model_is_loaded() {
+    let engine = engine_with_model("concepts-v1");
+    let args = SearchArgs {
+        query: NO_SHARED_WORD.into(),
+        ..SearchArgs::default()
+    };
+    let results = contract::search(&engine, &args, &SearchOptions::default()).unwrap();
+    assert_eq!(results.mode, SearchMode::Hybrid);
+    assert_eq!(results.page.tools[0].name, "weather___get_forecast");
+}
+
+#[test]
+fn vectors_follow_the_catalog() {
+    let mut engine = engine_with_model("concepts-v1");
+    let status = engine.vector_status();
+    assert_eq!((status.ready, status.total), (4, 4));
+    assert!(status.is_complete());
+    assert!(engine.pending_vectors().is_empty());
+
+    // A server re-listed: its old vectors go, its new tools wait for theirs.
+    engine
+        .replace_server(
+            "files",
+            vec![Tool::new("delete_file", "Deletes a file.").with_server("files")],
+        )
+        .unwrap();
+    let status = engine.vector_status();
+    assert_eq!((status.ready, status.total), (2, 3));
+    let pending = engine.pending_vectors();
+    assert_eq!(pending.len(), 1);
+    assert!(pending[0].text.starts_with("delete file"), "{pending:?}");
+
+    // A vector for a slot that has gone since is ignored, so is one of another model.
+    let stale = pending[0].slot;
+    engine.replace_server("files", vec![]).unwrap();
+    assert_eq!(
+        engine
+            .attach_vectors("concepts-v1", vec![(stale, vec![1.0; 32])])
+            .unwrap(),
+        0
+    );
+    engine
+        .replace_server(
+            "files",
+            vec![Tool::new("delete_file", "Deletes a file.").with_server("files")],
+        )
+        .unwrap();
+    let slot = engine.pending_vectors()[0].slot;
+    assert_eq!(
+        engine
+            .attach_vectors("another-model", vec![(slot, vec![1.0; 32])])
+            .unwrap(),
+        0
+    );
+    assert_eq!(engine.embed_pending().unwrap(), 1);
+    assert!(engine.vector_status().is_complete());
+}
+
+#[test]
+fn another_model_drops_the_vectors_of_the_first() {
+    let mut engine = engine_with_model("concepts-v1");
+    engine.set_embedder(Some(Arc::new(ConceptEmbedder::new("concepts-v2"))));
+    assert_eq!(engine.vector_status().ready, 0);
+    assert_eq!(engine.pending_vectors().len(), 4);
+    // The same model again keeps what it has.
+    engine.embed_pending().unwrap();
+    engine.set_embedder(Some(Arc::new(ConceptEmbedder::new("concepts-v2"))));
+    assert_eq!(engine.vector_status().ready, 4);
+    engine.set_embedder(None);
+    assert_eq!(engine.default_mode(), SearchMode::Keyword);
+}
