@@ -11,7 +11,9 @@ use toolsearch_core::contract::{self, SearchArgs, SearchOptions};
 use toolsearch_core::{parse_catalog, CatalogFormat, CatalogPolicy, SearchConfig, SearchEngine};
 
 mod peers;
-use peers::{http_raw, run_client_at, serve_http, toml_str, toolsearch, venv_python};
+use peers::{
+    http_raw, run_client_at, serve_http, toml_str, toolsearch, venv_python, wait_for_search,
+};
 
 /// The catalog, as an MCP `tools/list` array: served by a Python MCP server behind the gateway,
 /// and read from a file by the CLI and the library. `type` comes last in each schema because the
@@ -39,8 +41,15 @@ fn library_json(query: &str) -> String {
     for tool in &mut tools {
         tool.server = SERVER.to_string();
     }
-    let engine =
+    let mut engine =
         SearchEngine::build(tools, SearchConfig::default(), CatalogPolicy::default()).unwrap();
+    // The model the binary finds (TOOLSEARCH_MODEL_DIR), so that every face searches alike.
+    if let Some(dir) = std::env::var_os("TOOLSEARCH_MODEL_DIR") {
+        if let Ok(model) = toolsearch_embed::BertEmbedder::load(Path::new(&dir)) {
+            engine.set_embedder(Some(std::sync::Arc::new(model)));
+            engine.embed_pending().unwrap();
+        }
+    }
     let results =
         contract::search(&engine, &SearchArgs::new(query), &SearchOptions::default()).unwrap();
     serde_json::to_string(&results).unwrap()
@@ -87,6 +96,10 @@ fn every_face_writes_the_same_search_json() {
         .trim_start_matches("http://")
         .trim_end_matches("/mcp")
         .to_string();
+    let status = wait_for_search(&addr);
+    if std::env::var_os("TOOLSEARCH_REQUIRE_MODEL").is_some() {
+        assert_eq!(status["defaultMode"], "hybrid", "{status}");
+    }
     let plan: Vec<Value> = QUERIES
         .iter()
         .map(|q| json!({"op": "call_checked", "name": "search_tools", "arguments": {"query": q}}))

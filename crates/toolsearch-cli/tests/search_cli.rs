@@ -88,7 +88,8 @@ fn tool_names(json: &Value) -> Vec<String> {
 fn table_output() {
     let dir = Scratch::new("table");
     let catalog = dir.file("catalog.json", CATALOG);
-    let out = search(&catalog, &["inbox email"]);
+    // Keyword mode: the table's rows are the two word matches, whatever the model would add.
+    let out = search(&catalog, &["--mode", "keyword", "inbox email"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     let lines: Vec<&str> = text.lines().collect();
@@ -123,7 +124,7 @@ fn table_output_of_a_miss_lists_the_catalog() {
 fn json_output_has_every_key() {
     let dir = Scratch::new("json");
     let catalog = dir.file("catalog.json", CATALOG);
-    let json = search_json(&catalog, &["send email"]);
+    let json = search_json(&catalog, &["--mode", "keyword", "send email"]);
     let mut keys: Vec<&str> = json
         .as_object()
         .unwrap()

@@ -120,7 +120,11 @@ fn an_exact_name_scores_1_and_ranks_first_in_every_mode_and_scores_stay_in_0_1()
         let found = search(&engine, "list_folder", mode);
         assert_eq!(found[0].0, "list_folder", "{mode:?}");
         assert_eq!(found[0].1, 1.0);
-        for query in [NO_SHARED_WORD, "mail my colleague", "forecast document folder"] {
+        for query in [
+            NO_SHARED_WORD,
+            "mail my colleague",
+            "forecast document folder",
+        ] {
             for (name, score, _) in search(&engine, query, mode) {
                 assert!((0.0..1.0).contains(&score), "{name} {score} for {query:?}");
             }

@@ -307,7 +307,7 @@ async fn search_input_errors_are_400_with_a_reason() {
     let (status, body) = server.search(json!({"query": "x", "mode": "fuzzy"})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
     assert!(
-        error_of(&body).1.contains("`keyword`, `regex`, `exact`"),
+        error_of(&body).1.contains("`keyword`, `semantic`, `regex`"),
         "{body}"
     );
 

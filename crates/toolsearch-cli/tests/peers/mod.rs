@@ -237,3 +237,25 @@ pub fn http(
         serde_json::from_str(&body).unwrap_or_else(|e| panic!("{e}: {body}")),
     )
 }
+
+/// Waits until the gateway at `addr` has finished with the embedding model (every tool embedded,
+/// or no model to be had); returns its `/api/status` search section.
+pub fn wait_for_search(addr: &str) -> Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    loop {
+        let (status, body) = http(addr, "GET", "/api/status", None, None);
+        assert_eq!(status, 200, "{body}");
+        let search = body["search"].clone();
+        if matches!(
+            search["state"].as_str(),
+            Some("ready" | "unavailable" | "off")
+        ) {
+            return search;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the gateway's search never became ready: {search}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

@@ -633,10 +633,10 @@ impl SearchEngine {
         filters: &Filters,
         depth: usize,
     ) -> Result<Vec<(u32, f32)>> {
-        let text: String = query
-            .chars()
-            .take(self.config.max_embedded_query_chars)
-            .collect();
+        let text = embeddable_query(query, self.config.max_embedded_query_chars);
+        if text.is_empty() {
+            return Ok(Vec::new());
+        }
         let vector = self
             .dense
             .query_vector(&text)
@@ -889,6 +889,36 @@ impl SearchEngine {
         names.truncate(max);
         Fallback::Names { names }
     }
+}
+
+/// The words of a query as a sentence model should read them: the keyword syntax (`( ) + " * ~`
+/// and the like) blanked out, whitespace collapsed, at most `max` characters.
+fn embeddable_query(query: &str, max: usize) -> String {
+    let cleaned: String = query
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || ".,?!'-:/@&".contains(c) {
+                c
+            } else {
+                ' '
+            }
+        })
+        .collect();
+    let mut out = String::with_capacity(cleaned.len().min(max));
+    let mut chars = 0;
+    for word in cleaned.split_whitespace() {
+        let len = word.chars().count();
+        let needed = if out.is_empty() { len } else { len + 1 };
+        if chars + needed > max {
+            break;
+        }
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(word);
+        chars += needed;
+    }
+    out
 }
 
 /// The query without surrounding whitespace, quotes or backticks.

@@ -9,7 +9,9 @@ use toolsearch_core::contract::{
 use toolsearch_core::{output_schema_for, schema_for};
 
 use super::error::ApiError;
-use super::{LIST_CATEGORIES_PATH, OPENAPI_PATH, SEARCH_TOOLS_PATH, TOOLS_BY_CATEGORY_PATH};
+use super::{
+    LIST_CATEGORIES_PATH, OPENAPI_PATH, SEARCH_TOOLS_PATH, STATUS_PATH, TOOLS_BY_CATEGORY_PATH,
+};
 
 fn error_response(description: &str) -> Value {
     json!({
@@ -98,6 +100,14 @@ pub fn document() -> Value {
                     "404": error_response("Unknown category; the message lists the known ids")
                 }))
             }},
+            STATUS_PATH: {"get": {
+                "operationId": "status",
+                "summary": "Where search stands: the default mode, the embedding model, tools embedded",
+                "description": "`state` is `off` (semantic search turned off), `loading` (the model is being loaded or installed), `embedding` (hybrid over the tools embedded so far), `ready` (every tool has its vector) or `unavailable` (no model: keyword search; `error` says why).",
+                "responses": common_errors(json!({
+                    "200": ok("StatusResponse", "The search status")
+                }))
+            }},
             OPENAPI_PATH: {"get": {
                 "operationId": "openapi",
                 "summary": "This document",
@@ -123,6 +133,24 @@ pub fn document() -> Value {
                 "SearchToolsResponse": output_schema_for::<SearchResults>(),
                 "ListCategoriesResponse": output_schema_for::<CategoryList>(),
                 "ToolsByCategoryResponse": output_schema_for::<CategoryTools>(),
+                "StatusResponse": {
+                    "type": "object",
+                    "required": ["search"],
+                    "properties": {
+                        "search": {
+                            "type": "object",
+                            "required": ["state", "defaultMode", "ready", "total"],
+                            "properties": {
+                                "state": {"enum": ["off", "loading", "embedding", "ready", "unavailable"]},
+                                "error": {"type": "string"},
+                                "defaultMode": {"enum": ["hybrid", "keyword"]},
+                                "model": {"type": ["string", "null"]},
+                                "ready": {"type": "integer", "minimum": 0},
+                                "total": {"type": "integer", "minimum": 0}
+                            }
+                        }
+                    }
+                },
                 "Error": {
                     "type": "object",
                     "required": ["error"],
