@@ -5,7 +5,6 @@
 //! and search stays keyword-only.
 
 use crate::config::SemanticConfig;
-use crate::rest::SharedEngine;
 use serde::Serialize;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -14,6 +13,9 @@ use toolsearch_core::{Embedder, SearchEngine, VectorStatus};
 use toolsearch_embed::{
     load_model, FetchOptions, ModelLocation, PipOutput, VectorCache, WhenMissing,
 };
+
+/// The engine the searches read (the gateway's and the REST API's `SharedEngine`).
+type SharedEngine = Arc<std::sync::RwLock<SearchEngine>>;
 
 /// Tools embedded between two attachments: small enough that the first vectors serve soon, large
 /// enough to batch well.
