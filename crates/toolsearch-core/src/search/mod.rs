@@ -33,22 +33,24 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use std::time::Instant;
 
+// The variants' notes are plain comments: documented variants would turn the schema every client
+// reads from a short `enum` into a long `oneOf`.
 /// How the query is read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SearchMode {
-    /// Words and meaning: the keyword and the dense ranking fused (needs an embedding model;
-    /// without one it runs as `keyword`).
+    // Words and meaning: the keyword and the dense ranking fused (needs an embedding model;
+    // without one it runs as `keyword`).
     Hybrid,
-    /// Words only: BM25F with a query syntax and fuzzy fallback.
+    // Words only: BM25F with a query syntax and fuzzy fallback.
     #[default]
     #[serde(alias = "bm25")]
     Keyword,
-    /// Meaning only: cosine similarity of the query's and the tools' embeddings (for diagnosis).
+    // Meaning only: cosine similarity of the query's and the tools' embeddings (for diagnosis).
     Semantic,
-    /// The query is a case-insensitive regular expression over names and descriptions.
+    // The query is a case-insensitive regular expression over names and descriptions.
     Regex,
-    /// Only tools with exactly this name.
+    // Only tools with exactly this name.
     Exact,
 }
 
