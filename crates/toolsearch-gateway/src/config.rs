@@ -666,6 +666,18 @@ impl GatewayConfig {
                     ),
                 ));
             }
+            // `x_` + `___` + `tool` reads back as server `x`, tool `_tool`: public names split at
+            // the first separator, so a name may not end with the separator's start either.
+            let public = format!("{name}{}", ts.separator);
+            if public.find(ts.separator.as_str()) != Some(name.len()) {
+                return Err((
+                    key,
+                    format!(
+                        "server name `{name}` ends with the start of the separator `{sep}`, so its tools' public names (`{name}{sep}tool`) would split at the wrong place; rename the server or change toolSearch.separator",
+                        sep = ts.separator
+                    ),
+                ));
+            }
             server
                 .transport()
                 .map_err(|why| (key, format!("server `{name}` {why}")))?;
@@ -961,6 +973,18 @@ mod tests {
 
         let err = json(r#"{"mcpServers": {"a___b": {"command": "x"}}}"#).unwrap_err();
         assert!(err.message.contains("separator"), "{err}");
+
+        // Found by the gateway_config fuzz target's property that public names split back.
+        for (name, separator) in [("x_", "___"), ("x__", "___"), ("xa", "aa")] {
+            let err = json(&format!(
+                r#"{{"mcpServers": {{"{name}": {{"command": "x"}}}}, "toolSearch": {{"separator": "{separator}"}}}}"#
+            ))
+            .unwrap_err();
+            assert_eq!(err.key, format!("mcpServers.{name}"));
+            assert!(err.message.contains("wrong place"), "{err}");
+        }
+        let ok = json(r#"{"mcpServers": {"_x": {"command": "x"}, "x-": {"command": "x"}}}"#);
+        assert!(ok.is_ok(), "{ok:?}");
 
         let err = json(r#"{"mcpServers": {"a": {"url": "ftp://x"}}}"#).unwrap_err();
         assert!(err.message.contains("http://"), "{err}");
