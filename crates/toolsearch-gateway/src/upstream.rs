@@ -466,7 +466,10 @@ fn header_map(
 }
 
 /// HTTPS needs a process-wide rustls crypto provider; install ring's unless one is set already.
-fn ensure_crypto_provider() {
+/// The HTTP client the gateway is built with (reqwest without a provider of its own) refuses to
+/// start without one, so an embedder that makes its own clients (rmcp's Streamable HTTP client,
+/// reqwest) calls this first.
+pub fn ensure_crypto_provider() {
     static INSTALL: Once = Once::new();
     INSTALL.call_once(|| {
         if rustls::crypto::CryptoProvider::get_default().is_none() {
