@@ -778,7 +778,7 @@ fn parse_json(text: &str, file: &str) -> Result<GatewayConfig, ConfigError> {
         file: file.to_string(),
         key: String::new(),
         line: Some(e.line()),
-        column: Some(e.column()),
+        column: Some(e.column().max(1)),
         message: format!("{e}; the file must hold one JSON object"),
     })?;
     Ok(config)
@@ -796,7 +796,8 @@ fn json_error(e: &serde_path_to_error::Error<serde_json::Error>, file: &str) -> 
         file: file.to_string(),
         key: path_string(e.path()),
         line: (inner.line() > 0).then_some(inner.line()),
-        column: (inner.line() > 0).then_some(inner.column()),
+        // serde_json says column 0 before the first character of a line (an empty file).
+        column: (inner.line() > 0).then_some(inner.column().max(1)),
         message,
     }
 }
@@ -959,6 +960,11 @@ mod tests {
         let err = toml("[mcpServers.a]\ncommand = \"x\n").unwrap_err();
         assert_eq!(err.line, Some(2));
         assert!(err.to_string().contains("line 2, column"), "{err}");
+        // Found by the gateway_config fuzz target: positions are 1-based, an empty file too.
+        for text in ["", "\n\n", "{}\n}"] {
+            let err = json(text).unwrap_err();
+            assert!(err.column.is_some_and(|c| c >= 1), "{text:?}: {err}");
+        }
     }
 
     #[test]
