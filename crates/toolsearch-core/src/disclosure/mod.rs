@@ -25,7 +25,7 @@ pub use crate::contract::ServerStatus;
 use crate::contract::{self, CategoryArgs, SearchArgs, SearchOptions, SearchResults};
 use crate::error::{Error, Result};
 use crate::search::SearchEngine;
-use crate::served::{parse_arguments, schema_problems, ToolDecl};
+use crate::served::{parse_arguments, tool_schema_problems, ToolDecl};
 use crate::tool::{DeferPolicy, Tool, ToolId};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -530,7 +530,7 @@ impl Disclosure {
                 json_kind(&arguments)
             ));
         } else {
-            problems = schema_problems(&tool.input_schema.to_value(), &arguments);
+            problems = tool_schema_problems(&tool.input_schema, &arguments);
         }
         if !problems.is_empty() {
             return Err(Error::InvalidArguments {
