@@ -100,3 +100,95 @@ fn a_valid_setting_is_accepted_by_every_measuring_process() {
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+/// `bench gateway` with tiny counts: every measurement runs, nothing fails, and the JSON report
+/// has the documented shape (docs/BENCHMARKS.md). Times are not checked.
+#[test]
+fn gateway_bench_json_report_has_the_documented_shape() {
+    let out = toolsearch(&[
+        "bench",
+        "gateway",
+        "--tools",
+        "40",
+        "--requests",
+        "6",
+        "--warmup",
+        "2",
+        "--sessions",
+        "3",
+        "--rest-clients",
+        "2",
+        "--max-seconds",
+        "120",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    assert_eq!(report["tools"], 41, "40 tools and the echo tool: {report}");
+    assert_eq!(report["preset"], "search");
+    assert_eq!(report["sessions"], 3);
+    assert_eq!(report["rest_clients"], 2);
+    for phase in [
+        "mcp_search_one_session",
+        "mcp_search_concurrent",
+        "rest_search",
+        "call_direct",
+        "call_gateway",
+    ] {
+        let p = &report[phase];
+        let requests = number(p, "requests");
+        assert!((1.0..=6.0).contains(&requests), "{phase}: {p}");
+        assert_eq!(number(p, "errors"), 0.0, "{phase}: {p}");
+        assert!(
+            number(p, "seconds") > 0.0 && number(p, "per_second") > 0.0,
+            "{phase}: {p}"
+        );
+        let (p50, p99, max) = (
+            number(p, "p50_ms"),
+            number(p, "p99_ms"),
+            number(p, "max_ms"),
+        );
+        assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{phase}: {p}");
+    }
+    let overhead = number(&report, "call_overhead_p50_ms");
+    let difference =
+        number(&report["call_gateway"], "p50_ms") - number(&report["call_direct"], "p50_ms");
+    assert!((overhead - difference).abs() < 1e-9, "{report}");
+    assert_eq!(report["errors"], 0);
+    let targets: Vec<&str> = report["targets"]
+        .as_array()
+        .expect("a `targets` array")
+        .iter()
+        .map(|t| {
+            assert!(t["met"].is_boolean() && t["measured"].is_string(), "{t}");
+            t["name"].as_str().unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(
+        targets,
+        [
+            "MCP search_tools p50, one session",
+            "call_tool added p50",
+            "REST searches/s, 16 clients",
+            "errors"
+        ]
+    );
+    let errors_met = &report["targets"][3]["met"];
+    assert_eq!(errors_met, true);
+}
+
+#[test]
+fn gateway_bench_refuses_empty_counts() {
+    for flag in ["--requests", "--sessions", "--rest-clients"] {
+        let out = toolsearch(&["bench", "gateway", flag, "0"]);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {}", stderr(&out));
+        assert!(stderr(&out).contains(flag), "{}", stderr(&out));
+    }
+    let out = toolsearch(&["bench", "gateway", "--max-seconds=0"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("--max-seconds is 0"),
+        "{}",
+        stderr(&out)
+    );
+}

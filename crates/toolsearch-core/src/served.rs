@@ -12,6 +12,10 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::tool::ToolSchema;
 
 /// One served tool as clients see it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -125,31 +129,66 @@ pub fn parse_arguments<A: DeserializeOwned + JsonSchema>(
         Value::Null => Value::Object(Map::new()),
         other => other,
     };
-    let schema = schema_for::<A>();
-    let problems = schema_problems(&schema, &arguments);
+    // The derived schema is made (and compiled) once per type, not once per call.
+    let key = format!("derived:{}", A::schema_id());
+    let problems = problems(compiled(&key, || Some(schema_for::<A>())), &arguments);
     if !problems.is_empty() {
         return Err(Error::MetaArguments {
             tool,
             problem: problems.join("; "),
-            schema,
+            schema: schema_for::<A>(),
         });
     }
     serde_json::from_value(arguments).map_err(|e| Error::MetaArguments {
         tool,
         problem: e.to_string(),
-        schema,
+        schema: schema_for::<A>(),
     })
 }
 
-/// Up to ten readable problems of `instance` against `schema`. A schema that does not compile is
-/// reported once and never blocks the call: the tool's own server validates too.
-pub fn schema_problems(schema: &Value, instance: &Value) -> Vec<String> {
-    let validator = match jsonschema::validator_for(schema) {
-        Ok(v) => v,
+/// Schemas compiled into validators at most once: compiling one (which checks it against its
+/// meta-schema) costs far more than validating a call's arguments, and the same few schemas come
+/// back call after call. Keyed by the schema's JSON text, so a tool whose schema changes gets a
+/// validator of its new schema. Past this many schemas the cache starts over.
+const VALIDATORS_KEPT: usize = 1024;
+
+/// A compiled schema; `None` when it does not compile.
+type Compiled = Option<Arc<jsonschema::Validator>>;
+
+fn validators() -> &'static Mutex<HashMap<String, Compiled>> {
+    static VALIDATORS: OnceLock<Mutex<HashMap<String, Compiled>>> = OnceLock::new();
+    VALIDATORS.get_or_init(Mutex::default)
+}
+
+/// The validator of the schema `key` names, compiling `schema()` the first time. A schema that
+/// does not compile (or cannot be read) is reported once and never blocks a call: the tool's own
+/// server validates too.
+fn compiled(key: &str, schema: impl FnOnce() -> Option<Value>) -> Compiled {
+    // Each operation leaves the map whole, so a panic elsewhere does not poison it.
+    let lock = || validators().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(hit) = lock().get(key) {
+        return hit.clone();
+    }
+    // Compiled outside the lock; two callers racing on a new schema both compile it.
+    let compiled = schema().and_then(|schema| match jsonschema::validator_for(&schema) {
+        Ok(validator) => Some(Arc::new(validator)),
         Err(e) => {
             tracing::warn!(error = %e, "input schema does not compile; arguments not validated");
-            return Vec::new();
+            None
         }
+    });
+    let mut cache = lock();
+    if cache.len() >= VALIDATORS_KEPT {
+        cache.clear();
+    }
+    cache.insert(key.to_string(), compiled.clone());
+    compiled
+}
+
+/// Up to ten readable problems of `instance` against a compiled schema.
+fn problems(validator: Compiled, instance: &Value) -> Vec<String> {
+    let Some(validator) = validator else {
+        return Vec::new();
     };
     validator
         .iter_errors(instance)
@@ -163,6 +202,29 @@ pub fn schema_problems(schema: &Value, instance: &Value) -> Vec<String> {
             }
         })
         .collect()
+}
+
+/// Up to ten readable problems of `instance` against `schema`. A schema that does not compile is
+/// reported once and never blocks the call: the tool's own server validates too.
+pub fn schema_problems(schema: &Value, instance: &Value) -> Vec<String> {
+    problems(
+        compiled(&schema.to_string(), || Some(schema.clone())),
+        instance,
+    )
+}
+
+/// [`schema_problems`] for a tool's schema, as the catalog holds it (JSON text, parsed only the
+/// first time it is compiled).
+pub fn tool_schema_problems(schema: &ToolSchema, instance: &Value) -> Vec<String> {
+    problems(
+        compiled(schema.as_str(), || Some(schema.to_value())),
+        instance,
+    )
+}
+
+#[cfg(test)]
+fn cached_validators() -> usize {
+    validators().lock().map_or(0, |cache| cache.len())
 }
 
 /// A list argument that also accepts one string (`"github"` for `["github"]`): models write both.
@@ -201,6 +263,40 @@ impl OneOrMany {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A schema that changes (a tool replaced by its server) is validated as it is now, not as it
+    /// was compiled first; the same text reuses one validator.
+    #[test]
+    fn validators_follow_the_schema_text() {
+        let args = serde_json::json!({"n": "seven"});
+        let number =
+            serde_json::json!({"type": "object", "properties": {"n": {"type": "integer"}}});
+        let text = serde_json::json!({"type": "object", "properties": {"n": {"type": "string"}}});
+        assert_eq!(schema_problems(&number, &args).len(), 1);
+        assert!(schema_problems(&text, &args).is_empty());
+        assert_eq!(
+            schema_problems(&number, &args).len(),
+            1,
+            "cached: same answer"
+        );
+        let as_tool = ToolSchema::from_value(number.clone());
+        assert_eq!(tool_schema_problems(&as_tool, &args).len(), 1);
+    }
+
+    #[test]
+    fn the_validator_cache_is_bounded() {
+        for i in 0..VALIDATORS_KEPT + 10 {
+            let schema = serde_json::json!({"type": "object", "maxProperties": i});
+            schema_problems(&schema, &serde_json::json!({}));
+        }
+        assert!(cached_validators() <= VALIDATORS_KEPT);
+    }
+
+    #[test]
+    fn a_schema_that_does_not_compile_validates_nothing() {
+        let bad = serde_json::json!({"type": 12});
+        assert!(schema_problems(&bad, &serde_json::json!({"x": 1})).is_empty());
+    }
 
     #[derive(Debug, Deserialize, JsonSchema, PartialEq)]
     #[serde(deny_unknown_fields)]

@@ -778,6 +778,18 @@ impl GatewayConfig {
                     ),
                 ));
             }
+            // `x_` + `___` + `tool` reads back as server `x`, tool `_tool`: public names split at
+            // the first separator, so a name may not end with the separator's start either.
+            let public = format!("{name}{}", ts.separator);
+            if public.find(ts.separator.as_str()) != Some(name.len()) {
+                return Err((
+                    key,
+                    format!(
+                        "server name `{name}` ends with the start of the separator `{sep}`, so its tools' public names (`{name}{sep}tool`) would split at the wrong place; rename the server or change toolSearch.separator",
+                        sep = ts.separator
+                    ),
+                ));
+            }
             server
                 .transport()
                 .map_err(|why| (key, format!("server `{name}` {why}")))?;
@@ -878,7 +890,7 @@ fn parse_json(text: &str, file: &str) -> Result<GatewayConfig, ConfigError> {
         file: file.to_string(),
         key: String::new(),
         line: Some(e.line()),
-        column: Some(e.column()),
+        column: Some(e.column().max(1)),
         message: format!("{e}; the file must hold one JSON object"),
     })?;
     Ok(config)
@@ -896,7 +908,8 @@ fn json_error(e: &serde_path_to_error::Error<serde_json::Error>, file: &str) -> 
         file: file.to_string(),
         key: path_string(e.path()),
         line: (inner.line() > 0).then_some(inner.line()),
-        column: (inner.line() > 0).then_some(inner.column()),
+        // serde_json says column 0 before the first character of a line (an empty file).
+        column: (inner.line() > 0).then_some(inner.column().max(1)),
         message,
     }
 }
@@ -1059,6 +1072,11 @@ mod tests {
         let err = toml("[mcpServers.a]\ncommand = \"x\n").unwrap_err();
         assert_eq!(err.line, Some(2));
         assert!(err.to_string().contains("line 2, column"), "{err}");
+        // Found by the gateway_config fuzz target: positions are 1-based, an empty file too.
+        for text in ["", "\n\n", "{}\n}"] {
+            let err = json(text).unwrap_err();
+            assert!(err.column.is_some_and(|c| c >= 1), "{text:?}: {err}");
+        }
     }
 
     #[test]
@@ -1073,6 +1091,18 @@ mod tests {
 
         let err = json(r#"{"mcpServers": {"a___b": {"command": "x"}}}"#).unwrap_err();
         assert!(err.message.contains("separator"), "{err}");
+
+        // Found by the gateway_config fuzz target's property that public names split back.
+        for (name, separator) in [("x_", "___"), ("x__", "___"), ("xa", "aa")] {
+            let err = json(&format!(
+                r#"{{"mcpServers": {{"{name}": {{"command": "x"}}}}, "toolSearch": {{"separator": "{separator}"}}}}"#
+            ))
+            .unwrap_err();
+            assert_eq!(err.key, format!("mcpServers.{name}"));
+            assert!(err.message.contains("wrong place"), "{err}");
+        }
+        let ok = json(r#"{"mcpServers": {"_x": {"command": "x"}, "x-": {"command": "x"}}}"#);
+        assert!(ok.is_ok(), "{ok:?}");
 
         let err = json(r#"{"mcpServers": {"a": {"url": "ftp://x"}}}"#).unwrap_err();
         assert!(err.message.contains("http://"), "{err}");

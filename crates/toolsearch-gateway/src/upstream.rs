@@ -477,6 +477,12 @@ fn header_map(
         .collect()
 }
 
+/// HTTPS needs a process-wide rustls crypto provider; installs ring's unless one is set already.
+/// For an embedder that makes its own clients (rmcp's Streamable HTTP client, reqwest).
+pub fn ensure_crypto_provider() {
+    crate::wire::ensure_crypto_provider();
+}
+
 /// Fetches the server's whole tool list, following `nextCursor` pages.
 pub(crate) async fn list_tools(
     peer: &rmcp::Peer<RoleClient>,

@@ -281,7 +281,7 @@ fn guard_event(server: &str, mut sse: Sse) -> Option<Sse> {
 
 /// HTTPS needs a process-wide rustls crypto provider (reqwest panics building a client without
 /// one); install ring's unless one is set already.
-fn ensure_crypto_provider() {
+pub(crate) fn ensure_crypto_provider() {
     static INSTALL: std::sync::Once = std::sync::Once::new();
     INSTALL.call_once(|| {
         if rustls::crypto::CryptoProvider::get_default().is_none() {

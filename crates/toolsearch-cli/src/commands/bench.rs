@@ -8,11 +8,15 @@ pub enum BenchCommand {
     /// Index build time, query latency, peak memory and server replacement, by catalog size,
     /// against the reference rankers.
     Search(super::bench_search::SearchBenchArgs),
+    /// The gateway on loopback: MCP search_tools latency (one session and many), REST search
+    /// throughput, and what the gateway adds to a tool call.
+    Gateway(super::bench_gateway::GatewayBenchArgs),
 }
 
 pub fn run(command: BenchCommand) -> Result<()> {
     match command {
         BenchCommand::Tokens(args) => super::bench_tokens::run(args),
         BenchCommand::Search(args) => super::bench_search::run(args),
+        BenchCommand::Gateway(args) => super::bench_gateway::run(args),
     }
 }

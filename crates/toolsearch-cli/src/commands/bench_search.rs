@@ -458,7 +458,8 @@ fn time_queries(queries: &[String], mut search: impl FnMut(&str) -> bool) -> (Ve
 }
 
 /// p50, p99 and max (nearest rank).
-fn percentiles(mut values: Vec<f64>) -> (f64, f64, f64) {
+/// p50, p99 and maximum by nearest rank; zeros for no values.
+pub(super) fn percentiles(mut values: Vec<f64>) -> (f64, f64, f64) {
     if values.is_empty() {
         return (0.0, 0.0, 0.0);
     }

@@ -1,4 +1,5 @@
 pub mod bench;
+pub mod bench_gateway;
 pub mod bench_search;
 pub mod bench_tokens;
 pub mod eval;

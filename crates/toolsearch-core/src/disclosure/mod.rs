@@ -31,7 +31,7 @@ use crate::contract::{self, CategoryArgs, SearchArgs, SearchOptions, SearchResul
 use crate::error::{Error, Result};
 use crate::scope::{self, Scope};
 use crate::search::SearchEngine;
-use crate::served::{parse_arguments, schema_problems, ToolDecl};
+use crate::served::{parse_arguments, tool_schema_problems, ToolDecl};
 use crate::tool::{DeferPolicy, Tool, ToolId};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -622,7 +622,7 @@ impl Disclosure {
                 json_kind(&arguments)
             ));
         } else {
-            problems = schema_problems(&tool.input_schema.to_value(), &arguments);
+            problems = tool_schema_problems(&tool.input_schema, &arguments);
         }
         if !problems.is_empty() {
             return Err(Error::InvalidArguments {

@@ -193,6 +193,72 @@ fn parse_args<T: for<'de> Deserialize<'de>>(
     })
 }
 
+/// A pattern or filter within the bounds its schema states: 1 to [`MAX_PATTERN_CHARS`] characters.
+fn check_pattern(tool: OffloadTool, field: &str, value: &str) -> Result<(), OffloadError> {
+    let message = if value.is_empty() {
+        format!("`{field}` is empty; give at least one character")
+    } else if value.chars().count() > MAX_PATTERN_CHARS {
+        format!("`{field}` is longer than {MAX_PATTERN_CHARS} characters; shorten it")
+    } else {
+        return Ok(());
+    };
+    Err(OffloadError::InvalidArguments {
+        tool: tool.name(),
+        message,
+    })
+}
+
+/// A call to one of the three tools with its arguments read and checked against the bounds their
+/// schema states: everything about a call that needs neither a stored output nor a jq worker.
+#[derive(Debug)]
+pub struct OffloadCall(Call);
+
+#[derive(Debug)]
+enum Call {
+    Read(read::ReadArgs),
+    Search(search::SearchArgs),
+    Query(jq::QueryArgs),
+}
+
+impl OffloadCall {
+    /// Reads `arguments` (null reads as `{}`) as the arguments of `tool`. A filter is only
+    /// checked for its length here: it is compiled in the worker.
+    pub fn parse(tool: OffloadTool, arguments: Value) -> Result<Self, OffloadError> {
+        let call = match tool {
+            OffloadTool::Read => Call::Read(parse_args(tool, arguments)?),
+            OffloadTool::Search => {
+                let args: search::SearchArgs = parse_args(tool, arguments)?;
+                check_pattern(tool, "pattern", &args.pattern)?;
+                Call::Search(args)
+            }
+            OffloadTool::Query => {
+                let args: jq::QueryArgs = parse_args(tool, arguments)?;
+                check_pattern(tool, "filter", &args.filter)?;
+                Call::Query(args)
+            }
+        };
+        Ok(Self(call))
+    }
+
+    /// The tool called.
+    pub fn tool(&self) -> OffloadTool {
+        match self.0 {
+            Call::Read(_) => OffloadTool::Read,
+            Call::Search(_) => OffloadTool::Search,
+            Call::Query(_) => OffloadTool::Query,
+        }
+    }
+
+    /// The handle of the output it reads.
+    pub fn handle(&self) -> &str {
+        match &self.0 {
+            Call::Read(args) => &args.handle,
+            Call::Search(args) => &args.handle,
+            Call::Query(args) => &args.handle,
+        }
+    }
+}
+
 impl OffloadStore {
     /// Runs one of the three tools for `session`. A jq query runs in a worker process that is
     /// stopped after `query_timeout`.
@@ -203,24 +269,41 @@ impl OffloadStore {
         arguments: Value,
         query_timeout: Duration,
     ) -> Result<Value, OffloadError> {
-        let max_chars = self.config.max_read_chars;
-        match tool {
-            OffloadTool::Read => {
-                let args: read::ReadArgs = parse_args(tool, arguments)?;
+        match OffloadCall::parse(tool, arguments)?.0 {
+            Call::Read(args) => self.read(session, &args),
+            Call::Search(args) => self.search(session, &args),
+            Call::Query(args) => {
                 let output = self.get(session, &args.handle)?;
-                read_range(&output, args.offset.unwrap_or(0), args.length, max_chars)
-            }
-            OffloadTool::Search => {
-                let args: search::SearchArgs = parse_args(tool, arguments)?;
-                let output = self.get(session, &args.handle)?;
-                search::search(&output, &args, max_chars)
-            }
-            OffloadTool::Query => {
-                let args: jq::QueryArgs = parse_args(tool, arguments)?;
-                let output = self.get(session, &args.handle)?;
-                self.jq.run(output, &args, max_chars, query_timeout).await
+                self.jq
+                    .run(output, &args, self.config.max_read_chars, query_timeout)
+                    .await
             }
         }
+    }
+
+    /// Answers a read or a search here and now, for `session`; `None` for a query, which runs in
+    /// a jq worker ([`call`](Self::call)).
+    pub fn call_in_process(
+        &self,
+        session: &str,
+        call: &OffloadCall,
+    ) -> Option<Result<Value, OffloadError>> {
+        match &call.0 {
+            Call::Read(args) => Some(self.read(session, args)),
+            Call::Search(args) => Some(self.search(session, args)),
+            Call::Query(_) => None,
+        }
+    }
+
+    fn read(&self, session: &str, args: &read::ReadArgs) -> Result<Value, OffloadError> {
+        let output = self.get(session, &args.handle)?;
+        let max_chars = self.config.max_read_chars;
+        read_range(&output, args.offset.unwrap_or(0), args.length, max_chars)
+    }
+
+    fn search(&self, session: &str, args: &search::SearchArgs) -> Result<Value, OffloadError> {
+        let output = self.get(session, &args.handle)?;
+        search::search(&output, args, self.config.max_read_chars)
     }
 }
 
@@ -299,6 +382,76 @@ pub(crate) mod tests {
             .await
             .unwrap_err();
         assert!(matches!(err, OffloadError::UnknownHandle { .. }), "{err}");
+    }
+
+    /// Patterns and filters are held to the lengths their schemas state before anything runs:
+    /// the worker program here does not exist, so a filter that got past the check would come
+    /// back as "jq filters cannot run".
+    #[tokio::test]
+    async fn patterns_and_filters_are_checked_before_anything_runs() {
+        let store = OffloadStore::with_jq_worker(
+            config(10, 1000, 3),
+            JqWorker::new("/nonexistent/jq-worker", Vec::new(), Vec::new()),
+        );
+        let handle = store.put("a", "t", "x".repeat(30)).output.handle.clone();
+        let t = Duration::from_secs(5);
+        let long = "a".repeat(MAX_PATTERN_CHARS + 1);
+        for (tool, field, value) in [
+            (OffloadTool::Search, "pattern", ""),
+            (OffloadTool::Search, "pattern", long.as_str()),
+            (OffloadTool::Query, "filter", ""),
+            (OffloadTool::Query, "filter", long.as_str()),
+        ] {
+            let err = store
+                .call("a", tool, json!({"handle": handle, field: value}), t)
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(err, OffloadError::InvalidArguments { .. }),
+                "{tool:?} {field} of {} chars: {err}",
+                value.len()
+            );
+            assert!(err.to_string().contains(field), "{err}");
+        }
+        let err = store
+            .call(
+                "a",
+                OffloadTool::Query,
+                json!({"handle": handle, "filter": "."}),
+                t,
+            )
+            .await
+            .unwrap_err();
+        assert!(matches!(err, OffloadError::JqUnavailable { .. }), "{err}");
+    }
+
+    #[test]
+    fn reads_and_searches_answer_in_process_and_queries_do_not() {
+        let store = OffloadStore::new(config(10, 1000, 3));
+        let handle = store
+            .put("a", "t", "one\ntwo\n".into())
+            .output
+            .handle
+            .clone();
+        let call = |tool, args| OffloadCall::parse(tool, args).unwrap();
+        let read = call(OffloadTool::Read, json!({"handle": handle, "offset": 4}));
+        assert_eq!(
+            (read.tool(), read.handle()),
+            (OffloadTool::Read, handle.as_str())
+        );
+        let answer = store.call_in_process("a", &read).unwrap().unwrap();
+        assert_eq!(answer["text"], "two\n");
+        let search = call(
+            OffloadTool::Search,
+            json!({"handle": handle, "pattern": "TWO"}),
+        );
+        let answer = store.call_in_process("a", &search).unwrap().unwrap();
+        assert_eq!(answer["matches"][0]["line"], 2);
+        let other_session = store.call_in_process("b", &search).unwrap().unwrap_err();
+        assert!(matches!(other_session, OffloadError::UnknownHandle { .. }));
+        let query = call(OffloadTool::Query, json!({"handle": handle, "filter": "."}));
+        assert_eq!(query.tool(), OffloadTool::Query);
+        assert!(store.call_in_process("a", &query).is_none());
     }
 
     #[test]

@@ -36,6 +36,8 @@ pub const JQ_MEMORY_BYTES: u64 = 1 << 30;
 const JQ_STACK_BYTES: usize = 64 << 20;
 /// Workers running at once per store; a query waits for a free one within its time limit.
 const MAX_WORKERS: usize = 4;
+/// The deadline of a call whose time limit the clock cannot reach.
+const FAR_FUTURE: Duration = Duration::from_secs(30 * 365 * 86_400);
 /// Bytes of the worker's stderr kept to tell why it stopped.
 const STDERR_KEPT: usize = 4096;
 
@@ -115,7 +117,10 @@ impl JqWorker {
     ) -> Result<Value, OffloadError> {
         let filter = args.filter.as_str();
         let max_results = args.max_results();
-        let deadline = tokio::time::Instant::now() + limit;
+        // `toolSearch.callTimeoutSecs` may be any number: a limit past what the clock can count
+        // waits as long as tokio's own "never" (30 years).
+        let now = tokio::time::Instant::now();
+        let deadline = now.checked_add(limit).unwrap_or_else(|| now + FAR_FUTURE);
         let timed_out = || OffloadError::FilterTimeout {
             filter: filter.to_string(),
             limit,
@@ -156,7 +161,7 @@ impl JqWorker {
             filter: filter.to_string(),
             max_results,
             max_chars,
-            cpu_secs: limit.as_secs() + 1,
+            cpu_secs: limit.as_secs().saturating_add(1),
             memory_bytes: JQ_MEMORY_BYTES,
         };
         let mut header = serde_json::to_string(&request)
@@ -253,7 +258,10 @@ fn why_stopped(status: Option<ExitStatus>, stderr: &[u8], limit: Duration) -> St
         use std::os::unix::process::ExitStatusExt;
         if let Some(signal) = status.and_then(|s| s.signal()) {
             if signal == libc::SIGXCPU || signal == libc::SIGKILL {
-                return format!("it used more than {}s of CPU time", limit.as_secs() + 1);
+                return format!(
+                    "it used more than {}s of CPU time",
+                    limit.as_secs().saturating_add(1)
+                );
             }
             return format!("the jq worker was ended by signal {signal}");
         }
@@ -334,7 +342,7 @@ fn limit_resources(request: &Request) {
         rlim_max: hard as libc::rlim_t,
     };
     let memory = limit(request.memory_bytes, request.memory_bytes);
-    let cpu = limit(request.cpu_secs, request.cpu_secs + 1);
+    let cpu = limit(request.cpu_secs, request.cpu_secs.saturating_add(1));
     // SAFETY: setrlimit reads the struct it is given and changes only this process's limits.
     unsafe {
         libc::setrlimit(libc::RLIMIT_AS, &memory);
@@ -473,6 +481,18 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(r["results"], json!([3]));
+    }
+
+    /// Any `toolSearch.callTimeoutSecs` the config accepts, up to `u64::MAX` seconds, is a time
+    /// limit a query runs under (it panicked adding the limit to the clock).
+    #[tokio::test]
+    async fn a_limit_past_what_the_clock_counts_still_answers() {
+        let store = store();
+        let h = store.put("a", "t", "[1, 2]".into()).output.handle.clone();
+        for limit in [Duration::from_secs(u64::MAX), Duration::MAX] {
+            let r = query(&store, &h, "length", limit).await.unwrap();
+            assert_eq!(r["results"], json!([2]), "{r}");
+        }
     }
 
     /// Past its memory budget the worker fails, and the answer says why, not what it held.
