@@ -130,7 +130,7 @@ pub fn check(data: &[u8]) -> Outcome {
         OffloadTool::Read => {
             let text = value["text"].as_str().expect("a read's text");
             let length = text.chars().count();
-            assert!(length >= 1 && length <= CONFIG.max_read_chars, "{value}");
+            assert!((1..=CONFIG.max_read_chars).contains(&length), "{value}");
             let offset = offset.unwrap_or(0) as usize;
             let expected: String = stored.text.chars().skip(offset).take(length).collect();
             assert_eq!(text, expected);

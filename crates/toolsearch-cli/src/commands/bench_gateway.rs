@@ -931,9 +931,11 @@ mod tests {
 
     #[test]
     fn phases_count_errors_apart_from_latencies() {
-        let mut samples = Samples::default();
-        samples.latencies_ms = vec![1.0, 2.0, 3.0];
-        samples.errors = 1;
+        let samples = Samples {
+            latencies_ms: vec![1.0, 2.0, 3.0],
+            errors: 1,
+            first_error: None,
+        };
         let phase = samples.phase_over(Duration::from_secs(2));
         assert_eq!((phase.requests, phase.errors), (4, 1));
         assert_eq!(phase.per_second, 1.5);
