@@ -934,7 +934,7 @@ mod tests {
         let samples = Samples {
             latencies_ms: vec![1.0, 2.0, 3.0],
             errors: 1,
-            ..Samples::default()
+            first_error: None,
         };
         let phase = samples.phase_over(Duration::from_secs(2));
         assert_eq!((phase.requests, phase.errors), (4, 1));
