@@ -94,26 +94,14 @@ pub fn convex_combination<K>(lexical: &[(K, f32)], dense: &[(K, f32)], alpha: f3
 where
     K: Copy + Eq + Hash + Ord,
 {
-    let alpha = if alpha.is_finite() {
-        alpha.clamp(0.0, 1.0)
-    } else {
-        0.0
-    };
-    let mut fused: HashMap<K, (f32, f32)> = HashMap::new();
-    for (list, weight, is_dense) in [(lexical, 1.0 - alpha, false), (dense, alpha, true)] {
+    let normalised = |list: &[(K, f32)]| -> Vec<(K, f32)> {
         let raw: Vec<f32> = list.iter().map(|&(_, s)| s).collect();
-        for (&(key, _), normalised) in list.iter().zip(min_max_normalize(&raw)) {
-            let entry = fused.entry(key).or_insert((0.0, 0.0));
-            let slot = if is_dense { &mut entry.1 } else { &mut entry.0 };
-            *slot = slot.max(weight * normalised);
-        }
-    }
-    let mut out: Vec<(K, f32)> = fused
-        .into_iter()
-        .map(|(key, (lex, den))| (key, lex + den))
-        .collect();
-    sort_fused(&mut out);
-    out
+        list.iter()
+            .map(|&(key, _)| key)
+            .zip(min_max_normalize(&raw))
+            .collect()
+    };
+    weighted_sum(&normalised(lexical), &normalised(dense), alpha)
 }
 
 #[cfg(test)]
