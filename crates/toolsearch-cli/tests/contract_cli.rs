@@ -11,9 +11,7 @@ use toolsearch_core::contract::{self, SearchArgs, SearchOptions};
 use toolsearch_core::{parse_catalog, CatalogFormat, CatalogPolicy, SearchConfig, SearchEngine};
 
 mod peers;
-use peers::{
-    http_raw, run_client_at, serve_http, toml_str, toolsearch, venv_python, wait_for_search,
-};
+use peers::{http_raw, run_client_at, serve_http, toolsearch, wait_for_search};
 
 /// The catalog, as an MCP `tools/list` array: served by a Python MCP server behind the gateway,
 /// and read from a file by the CLI and the library. `type` comes last in each schema because the
@@ -73,29 +71,13 @@ fn cli_json(catalog: &Path, query: &str) -> String {
 #[test]
 fn every_face_writes_the_same_search_json() {
     let dir = peers::scratch("contract");
-    let tools = dir.join("tools.json");
-    std::fs::write(&tools, TOOLS).unwrap();
     let catalog = dir.join("catalog.json");
     let multi = json!({"servers": {SERVER: serde_json::from_str::<Value>(TOOLS).unwrap()}});
     std::fs::write(&catalog, multi.to_string()).unwrap();
-    let config = dir.join("gateway.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[mcpServers.{SERVER}]\ncommand = {python}\nargs = [{server}, {tools}]\n\n[toolSearch]\nthreshold = 0\n",
-            python = toml_str(&venv_python()),
-            server = toml_str(&peers::client("catalog_server.py")),
-            tools = toml_str(&tools.to_string_lossy()),
-        ),
-    )
-    .unwrap();
+    let config = peers::catalog_server_config(&dir, SERVER, TOOLS);
 
     let gateway = serve_http(&config);
-    let addr = gateway
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp")
-        .to_string();
+    let addr = gateway.addr();
     let status = wait_for_search(&addr);
     if std::env::var_os("TOOLSEARCH_REQUIRE_MODEL").is_some() {
         assert_eq!(status["defaultMode"], "hybrid", "{status}");

@@ -8,9 +8,7 @@
 use serde_json::{json, Value};
 
 mod peers;
-use peers::{
-    run_client_at, serve_http, stderr_of, toml_str, toolsearch, venv_python, wait_for_search,
-};
+use peers::{run_client_at, serve_http, stderr_of, toolsearch, wait_for_search};
 
 const TOOLS: &str = r#"[
   {"name": "get_weather_forecast", "description": "Returns the weather forecast for a city",
@@ -56,25 +54,9 @@ fn the_gateway_finds_a_tool_by_a_request_that_shares_no_word_with_it() {
         return;
     }
     let dir = peers::scratch("hybrid");
-    let tools = dir.join("tools.json");
-    std::fs::write(&tools, TOOLS).unwrap();
-    let config = dir.join("gateway.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[mcpServers.catalog]\ncommand = {python}\nargs = [{server}, {tools}]\n\n[toolSearch]\nthreshold = 0\n",
-            python = toml_str(&venv_python()),
-            server = toml_str(&peers::client("catalog_server.py")),
-            tools = toml_str(&tools.to_string_lossy()),
-        ),
-    )
-    .unwrap();
+    let config = peers::catalog_server_config(&dir, "catalog", TOOLS);
     let gateway = serve_http(&config);
-    let addr = gateway
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp")
-        .to_string();
+    let addr = gateway.addr();
     let status = wait_for_search(&addr);
     assert_eq!(status["state"], "ready", "{status}");
     assert_eq!(status["defaultMode"], "hybrid", "{status}");

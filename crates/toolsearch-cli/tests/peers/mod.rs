@@ -259,3 +259,32 @@ pub fn wait_for_search(addr: &str) -> Value {
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
+
+/// A gateway config with one upstream, `catalog_server.py` serving `tools` (a JSON array of MCP
+/// tool definitions, written beside it) under the name `server`, every tool shown (threshold 0).
+pub fn catalog_server_config(dir: &Path, server: &str, tools: &str) -> PathBuf {
+    let tools_path = dir.join("tools.json");
+    std::fs::write(&tools_path, tools).unwrap();
+    let config = dir.join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcpServers.{server}]\ncommand = {python}\nargs = [{script}, {tools}]\n\n[toolSearch]\nthreshold = 0\n",
+            python = toml_str(&venv_python()),
+            script = toml_str(&client("catalog_server.py")),
+            tools = toml_str(&tools_path.to_string_lossy()),
+        ),
+    )
+    .unwrap();
+    config
+}
+
+impl Gateway {
+    /// `host:port` of the gateway's listener, for REST requests beside `/mcp`.
+    pub fn addr(&self) -> String {
+        self.url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .to_string()
+    }
+}
