@@ -58,6 +58,13 @@ fn main() -> ExitCode {
     {
         return toolsearch_gateway::offload::run_jq_worker();
     }
+    // candle splits each matrix product of the embedding model across every core by default; a
+    // sentence model's products are small enough that the cores mostly wait on each other, so each
+    // product runs on one core and the embedder runs batches side by side instead (about 1.6x the
+    // tools per second on 2 cores; docs/BENCHMARKS.md). A value the user set is kept.
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        std::env::set_var("RAYON_NUM_THREADS", "1");
+    }
     let cli = Cli::parse();
     init_logging(cli.log.as_deref());
     let result = match cli.command {

@@ -19,6 +19,43 @@ fn number(value: &Value, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("`{key}` is a number in {value}"))
 }
 
+/// Whether `TOOLSEARCH_MODEL_DIR` holds the embedding model; under `TOOLSEARCH_REQUIRE_MODEL` it
+/// must (`scripts/test.sh` installs it).
+fn model_installed() -> bool {
+    let with_model = std::env::var_os("TOOLSEARCH_MODEL_DIR")
+        .map(std::path::PathBuf::from)
+        .is_some_and(|dir| dir.join("model.safetensors").is_file());
+    assert!(
+        with_model || std::env::var_os("TOOLSEARCH_REQUIRE_MODEL").is_none(),
+        "TOOLSEARCH_REQUIRE_MODEL is set but TOOLSEARCH_MODEL_DIR holds no model"
+    );
+    with_model
+}
+
+fn check_hybrid(hybrid: &Value) {
+    if !model_installed() {
+        assert!(hybrid.is_null(), "no model, no hybrid figures: {hybrid}");
+        return;
+    }
+    assert_eq!(hybrid["tools"], 40, "{hybrid}");
+    assert_eq!(hybrid["errors"], 0, "every search ran as hybrid: {hybrid}");
+    assert_eq!(
+        hybrid["restart_embedded"], 0,
+        "the restart reads every vector from the cache: {hybrid}"
+    );
+    assert!(number(hybrid, "tools_per_second") > 0.0);
+    assert!(number(hybrid, "vector_bytes_per_tool") >= 384.0 * 4.0);
+    for phase in ["cold", "warm", "keyword"] {
+        let latency = &hybrid[phase];
+        let (p50, p99, max) = (
+            number(latency, "p50_us"),
+            number(latency, "p99_us"),
+            number(latency, "max_us"),
+        );
+        assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{phase}: {latency}");
+    }
+}
+
 #[test]
 fn json_report_has_the_documented_shape() {
     let out = toolsearch(&[
@@ -30,10 +67,14 @@ fn json_report_has_the_documented_shape() {
         "5",
         "--datasets",
         NO_DATASETS,
+        "--hybrid-size",
+        "40",
+        "--offline",
         "--json",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    check_hybrid(&report["hybrid"]);
     let sizes = report["sizes"].as_array().expect("a `sizes` array");
     assert_eq!(sizes.len(), 2);
     for (size, tools) in sizes.iter().zip([120, 300]) {
@@ -71,14 +112,32 @@ fn json_report_has_the_documented_shape() {
 
 #[test]
 fn settings_are_checked_before_anything_runs() {
-    let unknown = toolsearch(&["bench", "search", "--sizes", "60", "--set", "bogus=1"]);
+    let unknown = toolsearch(&[
+        "bench",
+        "search",
+        "--hybrid-size",
+        "0",
+        "--sizes",
+        "60",
+        "--set",
+        "bogus=1",
+    ]);
     assert_eq!(unknown.status.code(), Some(2), "{}", stderr(&unknown));
     assert!(
         stderr(&unknown).contains("unknown key"),
         "{}",
         stderr(&unknown)
     );
-    let malformed = toolsearch(&["bench", "search", "--sizes", "60", "--set", "k1"]);
+    let malformed = toolsearch(&[
+        "bench",
+        "search",
+        "--hybrid-size",
+        "0",
+        "--sizes",
+        "60",
+        "--set",
+        "k1",
+    ]);
     assert_eq!(malformed.status.code(), Some(2));
     assert!(stderr(&malformed).contains("expected KEY=VALUE"));
 }
@@ -88,6 +147,8 @@ fn a_valid_setting_is_accepted_by_every_measuring_process() {
     let out = toolsearch(&[
         "bench",
         "search",
+        "--hybrid-size",
+        "0",
         "--sizes",
         "60",
         "--max-queries",

@@ -16,10 +16,10 @@ use toolsearch_core::embed::{normalize, EmbedError, Embedder};
 pub const MAX_TOKENS: usize = 256;
 
 /// Texts run through the model together, at most.
-const MAX_BATCH_TEXTS: usize = 32;
+const MAX_BATCH_TEXTS: usize = 16;
 
 /// Padded tokens per batch, at most: bounds the attention matrices' memory.
-const MAX_BATCH_TOKENS: usize = 4096;
+const MAX_BATCH_TOKENS: usize = 512;
 
 /// What makes vectors differ beyond the files: the pooling and the token limit.
 const RECIPE: &str = "mean-pool/l2/max-tokens-256";
@@ -232,6 +232,62 @@ impl BertEmbedder {
     }
 }
 
+impl BertEmbedder {
+    /// Runs batches on as many threads as the cores leave room for: candle's matrix products use
+    /// `RAYON_NUM_THREADS` cores each (all by default), and one product of a batch this small
+    /// keeps several cores waiting on each other, so with one core per product (the CLI sets
+    /// `RAYON_NUM_THREADS=1`) one batch runs per core instead.
+    fn run_batches(
+        &self,
+        batches: &[&[usize]],
+        sequences: &[&[u32]],
+    ) -> Result<Vec<Vec<Vec<f32>>>, EmbedError> {
+        let run = |batch: &[usize]| {
+            let batch: Vec<&[u32]> = batch.iter().map(|&i| sequences[i]).collect();
+            self.run_batch(&batch)
+        };
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let workers =
+            (cores / candle_core::utils::get_num_threads().max(1)).clamp(1, batches.len().max(1));
+        if workers == 1 {
+            return batches.iter().map(|batch| run(batch)).collect();
+        }
+        let mut results: Vec<Option<Result<Vec<Vec<f32>>, EmbedError>>> =
+            (0..batches.len()).map(|_| None).collect();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..workers)
+                .map(|worker| {
+                    let run = &run;
+                    scope.spawn(move || {
+                        batches
+                            .iter()
+                            .enumerate()
+                            .skip(worker)
+                            .step_by(workers)
+                            .map(|(index, batch)| (index, run(batch)))
+                            .collect::<Vec<_>>()
+                    })
+                })
+                .collect();
+            for handle in handles {
+                match handle.join() {
+                    Ok(done) => {
+                        for (index, result) in done {
+                            results[index] = Some(result);
+                        }
+                    }
+                    Err(_) => return Err(self.model_error("an embedding thread panicked")),
+                }
+            }
+            Ok(())
+        })?;
+        results
+            .into_iter()
+            .map(|result| result.unwrap_or_else(|| Err(self.model_error("a batch was not run"))))
+            .collect()
+    }
+}
+
 impl Embedder for BertEmbedder {
     fn model_id(&self) -> &str {
         &self.identity
@@ -255,7 +311,7 @@ impl Embedder for BertEmbedder {
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&i| (sequences[i].len(), i));
 
-        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        let mut batches: Vec<&[usize]> = Vec::new();
         let mut start = 0;
         while start < order.len() {
             // Sorted ascending, so the last text of a batch is its longest.
@@ -266,11 +322,15 @@ impl Embedder for BertEmbedder {
             {
                 end += 1;
             }
-            let batch: Vec<&[u32]> = order[start..end].iter().map(|&i| sequences[i]).collect();
-            for (&index, vector) in order[start..end].iter().zip(self.run_batch(&batch)?) {
+            batches.push(&order[start..end]);
+            start = end;
+        }
+        let vectors = self.run_batches(&batches, &sequences)?;
+        let mut out: Vec<Vec<f32>> = vec![Vec::new(); texts.len()];
+        for (batch, vectors) in batches.iter().zip(vectors) {
+            for (&index, vector) in batch.iter().zip(vectors) {
                 out[index] = vector;
             }
-            start = end;
         }
         Ok(out)
     }

@@ -5,6 +5,7 @@
 //! Each (size, ranker) pair runs in a child process (this binary, re-run with a hidden flag), so
 //! the peak RSS it reports belongs to that size alone: a process's high-water mark never goes down.
 
+use super::model::{load_for_search, ModelArgs};
 use crate::catalog_file::read_tools;
 use crate::BadInput;
 use anyhow::{bail, Context, Result};
@@ -13,7 +14,8 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
-use toolsearch_core::{Catalog, SearchConfig, SearchEngine, SearchRequest, Tool};
+use toolsearch_core::{Catalog, SearchConfig, SearchEngine, SearchMode, SearchRequest, Tool};
+use toolsearch_embed::{embed_tools, Embedder, VectorCache};
 use toolsearch_eval::synthetic::{self, Pool, Source, SERVER_SIZE};
 use toolsearch_eval::{Dataset, RankerKind};
 
@@ -56,6 +58,13 @@ pub struct SearchBenchArgs {
     /// see what a ranking feature costs, e.g. `--set proximity=0`.
     #[arg(long = "set", value_name = "KEY=VALUE")]
     settings: Vec<String>,
+    /// Catalog size for the hybrid measurement (model load, embedding throughput, restart from the
+    /// vector cache, hybrid latency with a cold query-vector cache); 0 skips it. Needs the
+    /// embedding model (installed on first use unless --offline).
+    #[arg(long, default_value_t = 5000)]
+    hybrid_size: usize,
+    #[command(flatten)]
+    model: ModelArgs,
     /// Measure one size with one ranker in this process and print one JSON line (internal).
     #[arg(long, hide = true)]
     one_size: Option<usize>,
@@ -91,6 +100,59 @@ struct Measurement {
 #[derive(Serialize)]
 struct Report {
     sizes: Vec<SizeReport>,
+    /// Absent when skipped or when the embedding model is not available.
+    hybrid: Option<HybridMeasurement>,
+}
+
+const HYBRID: &str = "hybrid";
+
+/// What the hybrid child measures, in the order it happens.
+#[derive(Debug, Serialize, Deserialize)]
+struct HybridMeasurement {
+    tools: usize,
+    source: String,
+    queries: usize,
+    model: String,
+    /// Files read and hashed, weights built.
+    model_load_ms: f64,
+    /// Every tool embedded with no cache, as the gateway's first start does.
+    embed_seconds: f64,
+    tools_per_second: f64,
+    vector_bytes_per_tool: f64,
+    cache_save_ms: f64,
+    /// A second start over the same tools: model load, keyword index build, vectors from the
+    /// disk cache; hybrid-ready at the end.
+    restart_model_load_ms: f64,
+    restart_build_ms: f64,
+    restart_vectors_ms: f64,
+    restart_total_ms: f64,
+    restart_embedded: usize,
+    /// Hybrid search, each query's first search (its vector not cached: embedding included).
+    cold: Latency,
+    /// The same queries again (their vectors cached): keyword, dense scan and fusion.
+    warm: Latency,
+    /// Keyword mode on the same engine, warm.
+    keyword: Latency,
+    /// Searches that did not run as hybrid or failed.
+    errors: usize,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Latency {
+    p50_us: f64,
+    p99_us: f64,
+    max_us: f64,
+}
+
+impl Latency {
+    fn of(values: Vec<f64>) -> Self {
+        let (p50_us, p99_us, max_us) = percentiles(values);
+        Self {
+            p50_us,
+            p99_us,
+            max_us,
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -118,6 +180,10 @@ pub fn run(args: SearchBenchArgs) -> Result<()> {
     // Settings are checked here, before any child runs, so a typo fails fast.
     search_config(&args)?;
     if let Some(size) = args.one_size {
+        if args.ranker == HYBRID {
+            println!("{}", serde_json::to_string(&measure_hybrid(&args, size)?)?);
+            return Ok(());
+        }
         let measurement = measure(&args, size)?;
         println!("{}", serde_json::to_string(&measurement)?);
         return Ok(());
@@ -164,11 +230,22 @@ pub fn run(args: SearchBenchArgs) -> Result<()> {
         });
         details.push(per_ranker);
     }
-    let report = Report { sizes };
+    let hybrid = if args.hybrid_size == 0 || args.model.no_semantic {
+        None
+    } else {
+        if !args.json {
+            eprintln!("measuring hybrid at {} tools ...", args.hybrid_size);
+        }
+        child_hybrid(&exe, &args)?
+    };
+    let report = Report { sizes, hybrid };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_table(&report, &details);
+        if let Some(hybrid) = &report.hybrid {
+            print_hybrid(hybrid);
+        }
     }
     Ok(())
 }
@@ -204,6 +281,196 @@ fn child(exe: &Path, args: &SearchBenchArgs, size: usize, ranker: &str) -> Resul
     let line = stdout.lines().last().unwrap_or_default();
     serde_json::from_str(line)
         .with_context(|| format!("reading the measurement of {ranker} at {size} tools: {line}"))
+}
+
+/// Runs the hybrid measurement in a child; `None` (with a note) when the model is not available.
+fn child_hybrid(exe: &Path, args: &SearchBenchArgs) -> Result<Option<HybridMeasurement>> {
+    let mut command = Command::new(exe);
+    command.args(["bench", "search", "--one-size"]);
+    command.arg(args.hybrid_size.to_string());
+    command.args(["--ranker", HYBRID]);
+    command.args(["--max-queries", &args.max_queries.to_string()]);
+    command.arg("--datasets").arg(&args.datasets);
+    if let Some(catalog) = &args.catalog {
+        command.arg("--catalog").arg(catalog);
+    }
+    if let Some(format) = &args.format {
+        command.args(["--format", format]);
+    }
+    if let Some(queries) = &args.queries {
+        command.arg("--queries").arg(queries);
+    }
+    for setting in &args.settings {
+        command.args(["--set", setting]);
+    }
+    if let Some(model) = &args.model.model {
+        command.arg("--model").arg(model);
+    }
+    if args.model.offline {
+        command.arg("--offline");
+    }
+    // Model install progress and warnings go straight to the terminal.
+    command.stderr(std::process::Stdio::inherit());
+    let output = command
+        .output()
+        .with_context(|| format!("running {} for the hybrid measurement", exe.display()))?;
+    if !output.status.success() {
+        bail!("measuring hybrid at {} tools failed", args.hybrid_size);
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let line = stdout.lines().last().unwrap_or_default();
+    if line == "null" {
+        eprintln!("note: hybrid not measured: the embedding model is not available");
+        return Ok(None);
+    }
+    serde_json::from_str(line)
+        .map(Some)
+        .with_context(|| format!("reading the hybrid measurement: {line}"))
+}
+
+/// Model load, cold embedding of the whole catalog, a restart from the vector cache, and hybrid
+/// latency with a cold and a warm query-vector cache. `None` when the model is not available.
+fn measure_hybrid(args: &SearchBenchArgs, size: usize) -> Result<Option<HybridMeasurement>> {
+    let Workload {
+        tools,
+        source,
+        mut queries,
+    } = workload(args, size)?;
+    // Each query once, so that its first search really embeds it.
+    let mut seen = std::collections::HashSet::new();
+    queries.retain(|q| seen.insert(q.clone()));
+    let config = search_config(args)?;
+    let cache_dir = tempfile::tempdir().context("making a folder for the vector cache")?;
+
+    let started = Instant::now();
+    let Some(model) = load_for_search(&args.model) else {
+        return Ok(None);
+    };
+    let model_load_ms = ms(started);
+    let model_id = model.model_id().to_string();
+    let dims = model.dimensions();
+    let cache_path = VectorCache::path_in(cache_dir.path(), &model_id);
+
+    let mut engine =
+        SearchEngine::from_catalog(Catalog::from_tools(tools.clone())?, config.clone())?;
+    engine.set_embedder(Some(model));
+    let (mut cache, _) = VectorCache::open(&cache_path, &model_id, dims);
+    let started = Instant::now();
+    let stats = embed_tools(&mut engine, &mut cache)?;
+    let embed_seconds = started.elapsed().as_secs_f64();
+    let vector_bytes_per_tool =
+        engine.vector_memory_bytes() as f64 / engine.catalog().len().max(1) as f64;
+    let started = Instant::now();
+    cache.save()?;
+    let cache_save_ms = ms(started);
+    drop(engine);
+
+    // The restart: everything built again, the vectors read back.
+    let restart = Instant::now();
+    let Some(model) = load_for_search(&args.model) else {
+        return Ok(None);
+    };
+    let restart_model_load_ms = ms(restart);
+    let started = Instant::now();
+    let mut engine = SearchEngine::from_catalog(Catalog::from_tools(tools)?, config)?;
+    let restart_build_ms = ms(started);
+    engine.set_embedder(Some(model));
+    let started = Instant::now();
+    let (mut cache, _) = VectorCache::open(&cache_path, &model_id, dims);
+    let restart_stats = embed_tools(&mut engine, &mut cache)?;
+    let restart_vectors_ms = ms(started);
+    let restart_total_ms = ms(restart);
+
+    let mut errors = 0;
+    let mut search = |q: &str, mode: SearchMode| {
+        let started = Instant::now();
+        let response = engine.search(&SearchRequest::new(q).mode(mode).limit(LIMIT));
+        let us = started.elapsed().as_secs_f64() * 1e6;
+        if !matches!(&response, Ok(r) if r.mode == mode) {
+            errors += 1;
+        }
+        us
+    };
+    let mut cold = Vec::with_capacity(queries.len());
+    let mut warm = Vec::with_capacity(queries.len());
+    for q in &queries {
+        cold.push(search(q, SearchMode::Hybrid));
+        warm.push(search(q, SearchMode::Hybrid));
+    }
+    for q in &queries {
+        search(q, SearchMode::Keyword);
+    }
+    let keyword = queries
+        .iter()
+        .map(|q| search(q, SearchMode::Keyword))
+        .collect();
+    Ok(Some(HybridMeasurement {
+        tools: engine.catalog().len(),
+        source,
+        queries: queries.len(),
+        model: model_id,
+        model_load_ms,
+        embed_seconds,
+        tools_per_second: stats.embedded as f64 / embed_seconds.max(f64::EPSILON),
+        vector_bytes_per_tool,
+        cache_save_ms,
+        restart_model_load_ms,
+        restart_build_ms,
+        restart_vectors_ms,
+        restart_total_ms,
+        restart_embedded: restart_stats.embedded,
+        cold: Latency::of(cold),
+        warm: Latency::of(warm),
+        keyword: Latency::of(keyword),
+        errors,
+    }))
+}
+
+fn print_hybrid(h: &HybridMeasurement) {
+    println!();
+    println!(
+        "Hybrid at {} tools ({}), {} distinct queries, model {}:",
+        h.tools, h.source, h.queries, h.model
+    );
+    println!();
+    println!("| measure | figure |");
+    println!("|---|---:|");
+    println!("| model load | {:.0} ms |", h.model_load_ms);
+    println!(
+        "| embedding every tool, no cache | {:.1} s, {:.1} tools/s |",
+        h.embed_seconds, h.tools_per_second
+    );
+    println!(
+        "| vectors in memory | {:.0} bytes per tool |",
+        h.vector_bytes_per_tool
+    );
+    println!("| vector cache saved | {:.0} ms |", h.cache_save_ms);
+    println!(
+        "| restart, hybrid-ready: model load + index build + vectors from the cache | {:.0} + {:.0} + {:.0} = {:.0} ms ({} embedded) |",
+        h.restart_model_load_ms,
+        h.restart_build_ms,
+        h.restart_vectors_ms,
+        h.restart_total_ms,
+        h.restart_embedded
+    );
+    for (name, l) in [
+        ("hybrid search, query vector not cached", &h.cold),
+        ("hybrid search, query vector cached", &h.warm),
+        ("keyword search, same engine", &h.keyword),
+    ] {
+        println!(
+            "| {name}: p50 / p99 / max | {} / {} / {} |",
+            us(l.p50_us),
+            us(l.p99_us),
+            us(l.max_us)
+        );
+    }
+    if h.errors > 0 {
+        println!(
+            "| searches that failed or did not run as asked | {} |",
+            h.errors
+        );
+    }
 }
 
 fn search_config(args: &SearchBenchArgs) -> Result<SearchConfig> {
