@@ -249,3 +249,34 @@ fn another_model_drops_the_vectors_of_the_first() {
     engine.set_embedder(None);
     assert_eq!(engine.default_mode(), SearchMode::Keyword);
 }
+
+#[test]
+fn vectors_take_their_size_and_no_more_when_reserved_or_attached_at_once() {
+    let many: Vec<Tool> = (0..300)
+        .map(|i| Tool::new(format!("tool_{i}"), format!("Does thing number {i}.")))
+        .collect();
+    let model = Arc::new(ConceptEmbedder::new("concepts"));
+    let vector_bytes = model.dimensions() * std::mem::size_of::<f32>();
+
+    // In chunks, as a server attaches them, after one reservation for all.
+    let mut engine =
+        SearchEngine::build(many.clone(), SearchConfig::default(), Default::default()).unwrap();
+    engine.set_embedder(Some(model.clone()));
+    let pending = engine.pending_vectors();
+    engine.reserve_vectors(pending.len());
+    for chunk in pending.chunks(32) {
+        let texts: Vec<&str> = chunk.iter().map(|p| p.text.as_str()).collect();
+        let vectors = model.embed(&texts).unwrap();
+        let pairs = chunk.iter().map(|p| p.slot).zip(vectors).collect();
+        engine.attach_vectors("concepts", pairs).unwrap();
+    }
+    assert_eq!(engine.vector_status().ready, 300);
+    assert_eq!(engine.vector_memory_bytes(), 300 * vector_bytes);
+
+    // All at once.
+    let mut engine =
+        SearchEngine::build(many, SearchConfig::default(), Default::default()).unwrap();
+    engine.set_embedder(Some(model));
+    engine.embed_pending().unwrap();
+    assert_eq!(engine.vector_memory_bytes(), 300 * vector_bytes);
+}

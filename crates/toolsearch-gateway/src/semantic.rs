@@ -227,6 +227,10 @@ fn embed_pending(
 ) -> Result<toolsearch_embed::EmbedStats, String> {
     let mut total = toolsearch_embed::EmbedStats::default();
     let pending = read(engine).pending_vectors();
+    engine
+        .write()
+        .unwrap_or_else(PoisonError::into_inner)
+        .reserve_vectors(pending.len());
     for chunk in pending.chunks(CHUNK) {
         let texts: Vec<&str> = chunk.iter().map(|p| p.text.as_str()).collect();
         let (vectors, stats) = cache.embed_all(model, &texts).map_err(|e| e.to_string())?;

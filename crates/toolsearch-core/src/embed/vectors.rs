@@ -123,6 +123,12 @@ impl VectorSet {
         Ok(())
     }
 
+    /// Makes room for `rows` more vectors, exactly: the vectors are most of a catalog's memory, and
+    /// growing by doubling would leave up to half of it unused.
+    pub fn reserve_rows(&mut self, rows: usize) {
+        self.data.reserve_exact(rows.saturating_mul(self.dims));
+    }
+
     /// Appends `vector`, normalised; returns its row.
     pub fn push(&mut self, vector: &[f32]) -> Result<usize, EmbedError> {
         self.check(vector)?;

@@ -95,6 +95,11 @@ impl DenseIndex {
         self.vectors.memory_bytes()
     }
 
+    /// Makes room for `rows` more vectors (see [`VectorSet::reserve_rows`]).
+    pub fn reserve(&mut self, rows: usize) {
+        self.vectors.reserve_rows(rows);
+    }
+
     /// Stores the vector of `slot` (replacing any); `model_id` must be the current model's.
     pub fn insert(
         &mut self,
