@@ -14,7 +14,10 @@ mod stand_in;
 mod text;
 mod vectors;
 
-pub use fusion::{convex_combination, min_max_normalize, reciprocal_rank_fusion};
+pub use fusion::{
+    convex_combination, min_max_normalize, reciprocal_rank_fusion, z_score_combination,
+    z_score_normalize,
+};
 pub use query_cache::QueryVectorCache;
 pub use stand_in::HashEmbedder;
 pub use text::{embedding_text, embedding_text_with, EmbedTextLimits};

@@ -1,5 +1,5 @@
 //! Fusing rankings, as plain maths over keys (tool slots, ids): reciprocal rank fusion, and a
-//! convex combination of min-max-normalised scores. Results are sorted best first, equal scores
+//! convex combination of scores normalised by z-score or min-max. Results are sorted best first, equal scores
 //! by key, so the same inputs always give the same order.
 
 use std::collections::HashMap;
@@ -104,6 +104,56 @@ where
     weighted_sum(&normalised(lexical), &normalised(dense), alpha)
 }
 
+/// Puts scores in standard deviations above the list's lowest: a z-score, shifted so that the
+/// lowest is 0 (and a key missing from a list, which counts as 0, ranks with its worst). Unlike
+/// min-max, the scale is the whole list's spread, so one outlier at either end does not squeeze
+/// the rest. When every score is equal (one hit, or a tie), each becomes 1, as with min-max.
+/// Non-finite scores become 0 and do not count.
+pub fn z_score_normalize(scores: &[f32]) -> Vec<f32> {
+    let finite: Vec<f32> = scores.iter().copied().filter(|s| s.is_finite()).collect();
+    let n = finite.len().max(1) as f32;
+    let mean = finite.iter().sum::<f32>() / n;
+    let deviation = (finite.iter().map(|s| (s - mean).powi(2)).sum::<f32>() / n).sqrt();
+    let lowest = finite.iter().copied().fold(f32::INFINITY, f32::min);
+    scores
+        .iter()
+        .map(|&s| {
+            if !s.is_finite() {
+                0.0
+            } else if deviation > 0.0 {
+                (s - lowest) / deviation
+            } else {
+                1.0
+            }
+        })
+        .collect()
+}
+
+/// `alpha * dense + (1 - alpha) * lexical` over [`z_score_normalize`]d lists, divided by the best
+/// sum so that the result is in 0..1 (the best is 1). A key missing from a list gets 0 from it;
+/// `alpha` is clamped to 0..1 (non-finite reads as 0). A key listed twice in one list keeps its
+/// best score.
+pub fn z_score_combination<K>(lexical: &[(K, f32)], dense: &[(K, f32)], alpha: f32) -> Vec<(K, f32)>
+where
+    K: Copy + Eq + Hash + Ord,
+{
+    let normalised = |list: &[(K, f32)]| -> Vec<(K, f32)> {
+        let raw: Vec<f32> = list.iter().map(|&(_, s)| s).collect();
+        list.iter()
+            .map(|&(key, _)| key)
+            .zip(z_score_normalize(&raw))
+            .collect()
+    };
+    let mut fused = weighted_sum(&normalised(lexical), &normalised(dense), alpha);
+    let best = fused.first().map_or(0.0, |&(_, s)| s);
+    if best > 0.0 {
+        for (_, score) in &mut fused {
+            *score /= best;
+        }
+    }
+    fused
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,5 +246,51 @@ mod tests {
         let half = convex_combination(&lexical, &dense, 0.5);
         assert!(close(half[0].1, 0.5) && close(half[1].1, 0.5));
         assert_eq!(half[0].0, 1);
+    }
+
+    #[test]
+    fn z_score_measures_distance_from_the_lowest_in_deviations() {
+        // Mean 2, population deviation sqrt(2/3).
+        let z = z_score_normalize(&[1.0, 2.0, 3.0]);
+        let deviation = (2.0f32 / 3.0).sqrt();
+        assert!(close(z[0], 0.0) && close(z[1], 1.0 / deviation) && close(z[2], 2.0 / deviation));
+        assert_eq!(z_score_normalize(&[0.4, 0.4]), vec![1.0, 1.0]);
+        assert_eq!(z_score_normalize(&[f32::NAN, 1.0]), vec![0.0, 1.0]);
+        assert!(z_score_normalize(&[]).is_empty());
+    }
+
+    #[test]
+    fn z_score_is_not_squeezed_by_one_outlier() {
+        // Min-max puts the middle scores near 0 next to an outlier; z-scores keep them apart
+        // from the lowest by their own spread.
+        let scores = [0.0, 0.1, 0.2, 10.0];
+        let minmax = min_max_normalize(&scores);
+        let z = z_score_normalize(&scores);
+        assert!(minmax[2] - minmax[0] < 0.03);
+        assert!(z[2] - z[0] > 0.04);
+        assert!(z[3] > z[2]);
+    }
+
+    #[test]
+    fn z_score_combination_is_in_unit_range_best_first() {
+        let lexical = [(1u32, 10.0), (2, 5.0), (3, 1.0)];
+        let dense = [(3u32, 0.9), (2, 0.6), (4, 0.5)];
+        let fused = z_score_combination(&lexical, &dense, 0.5);
+        assert_eq!(fused.len(), 4);
+        assert!(close(fused[0].1, 1.0));
+        assert!(fused.iter().all(|&(_, s)| (0.0..=1.0).contains(&s)));
+        assert!(fused.windows(2).all(|w| w[0].1 >= w[1].1));
+        // Alpha 0 is the lexical order; alpha 1 the dense one.
+        let words: Vec<u32> = z_score_combination(&lexical, &dense, 0.0)
+            .iter()
+            .take(3)
+            .map(|&(k, _)| k)
+            .collect();
+        assert_eq!(words, [1, 2, 3]);
+        let meaning = z_score_combination(&lexical, &dense, 1.0);
+        let order: Vec<u32> = meaning.iter().take(2).map(|&(k, _)| k).collect();
+        assert_eq!(order, [3, 2]);
+        // The dense list's lowest counts as much as missing from it.
+        assert!(meaning[2..].iter().all(|&(_, s)| s == 0.0));
     }
 }

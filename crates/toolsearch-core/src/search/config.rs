@@ -80,8 +80,11 @@ pub enum DenseNormalization {
 /// How hybrid search combines the ranking by words with the ranking by meaning.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fusion {
-    /// `dense_weight * dense + (1 - dense_weight) * keyword`, each min-max normalised over its
-    /// candidates.
+    /// `dense_weight * dense + (1 - dense_weight) * keyword`, each list's scores put in standard
+    /// deviations above its lowest (a z-score) first.
+    ZScore,
+    /// `dense_weight * dense + (1 - dense_weight) * keyword`, each scaled as
+    /// `dense_normalization` says (min-max by default).
     Convex,
     /// Reciprocal rank fusion: `Σ 1 / (rrf_k + rank)`, ranks only.
     Rrf,
@@ -90,6 +93,7 @@ pub enum Fusion {
 impl Fusion {
     pub fn as_str(self) -> &'static str {
         match self {
+            Fusion::ZScore => "zscore",
             Fusion::Convex => "convex",
             Fusion::Rrf => "rrf",
         }
@@ -148,7 +152,7 @@ impl Default for SearchConfig {
             max_regex_chars: 200,
             regex_size_limit: 1 << 20,
             fallback_names_max: 200,
-            fusion: Fusion::Convex,
+            fusion: Fusion::ZScore,
             dense_weight: 0.5,
             dense_normalization: DenseNormalization::MinMax,
             rrf_k: 60.0,
@@ -174,7 +178,7 @@ impl SearchConfig {
                 "`{key}={value}`: {what}; known keys: k1, exact_form_boost, fuzzy, threshold, \
                  top_band, query_term_frequency, numeric_query_words, \
                  server_aggregation, name_coverage, proximity, synonym_weight, drop_request_filler, \
-                 fusion (convex or rrf), dense_weight, dense_for_keyword_hits, min_similarity, dense_normalization (minmax, max or raw), rrf_k, dense_candidates, and FIELD.weight / FIELD.b for FIELD in {}",
+                 fusion (zscore, convex or rrf), dense_weight, dense_for_keyword_hits, min_similarity, dense_normalization (minmax, max or raw), rrf_k, dense_candidates, max_embedded_query_chars, and FIELD.weight / FIELD.b for FIELD in {}",
                 Field::ALL.map(Field::as_str).join(", ")
             ))
         };
@@ -216,9 +220,10 @@ impl SearchConfig {
             "drop_request_filler" => self.drop_request_filler = flag()?,
             "fusion" => {
                 self.fusion = match value {
+                    "zscore" => Fusion::ZScore,
                     "convex" => Fusion::Convex,
                     "rrf" => Fusion::Rrf,
-                    _ => return Err(bad("expected convex or rrf")),
+                    _ => return Err(bad("expected zscore, convex or rrf")),
                 }
             }
             "dense_weight" => self.dense_weight = number()?,
@@ -235,6 +240,10 @@ impl SearchConfig {
             "rrf_k" => self.rrf_k = number()?,
             "dense_candidates" => {
                 self.dense_candidates = value.parse().map_err(|_| bad("expected a whole number"))?
+            }
+            "max_embedded_query_chars" => {
+                self.max_embedded_query_chars =
+                    value.parse().map_err(|_| bad("expected a whole number"))?
             }
             _ => return Err(bad("unknown key")),
         }

@@ -407,6 +407,12 @@ impl SearchEngine {
             .collect()
     }
 
+    /// Makes room for `count` more tool vectors at once, allocated exactly. Call it with the
+    /// number of [`SearchEngine::pending_vectors`] before attaching them in chunks.
+    pub fn reserve_vectors(&mut self, count: usize) {
+        self.dense.reserve(count);
+    }
+
     /// Stores vectors made by the model named `model_id` for the slots of
     /// [`SearchEngine::pending_vectors`]. Vectors of a slot whose tool has gone since (slots are
     /// never reused) or of another model are ignored; returns how many were stored.
@@ -415,6 +421,7 @@ impl SearchEngine {
         model_id: &str,
         vectors: Vec<(u32, Vec<f32>)>,
     ) -> Result<usize> {
+        self.dense.reserve(vectors.len());
         let mut stored = 0;
         for (slot, vector) in vectors {
             if self.index.tool(slot).is_none() {
@@ -438,6 +445,7 @@ impl SearchEngine {
             return Ok(0);
         };
         let pending = self.pending_vectors();
+        self.reserve_vectors(pending.len());
         let mut stored = 0;
         for chunk in pending.chunks(64) {
             let texts: Vec<&str> = chunk.iter().map(|p| p.text.as_str()).collect();
@@ -686,6 +694,9 @@ impl SearchEngine {
         let by_words: rustc_hash::FxHashSet<u32> = keyword.iter().map(|c| c.slot).collect();
         let lexical: Vec<(u32, f32)> = keyword.iter().map(|c| (c.slot, c.score)).collect();
         let fused = match self.config.fusion {
+            Fusion::ZScore => {
+                crate::embed::z_score_combination(&lexical, dense, self.config.dense_weight)
+            }
             Fusion::Convex => {
                 if self.config.dense_normalization == DenseNormalization::MinMax {
                     crate::embed::convex_combination(&lexical, dense, self.config.dense_weight)
