@@ -2,13 +2,18 @@
 //! LLM: each turn the "model" receives the session's tool list (as an OpenAI Chat `tools` array)
 //! and the last tool result, and answers with a tool call or a final message.
 //!
-//! Run it with `cargo run -p toolsearch-core --example agent_loop`.
+//! Search is hybrid (words and meaning) when the embedding model is installed
+//! (`toolsearch model fetch`, or `TOOLSEARCH_MODEL_DIR`), and by words otherwise.
+//!
+//! Run it with `cargo run --release -p toolsearch-embed --example agent_loop`.
 
 use serde_json::{json, Value};
+use std::sync::Arc;
 use toolsearch_core::formats::openai_chat_tools;
 use toolsearch_core::{
-    error_result, Disclosure, DisclosureConfig, Dispatch, Preset, SearchEngine, Tool,
+    error_result, Disclosure, DisclosureConfig, Dispatch, Preset, SearchEngine, SearchRequest, Tool,
 };
+use toolsearch_embed::{load_model, FetchOptions, ModelLocation, WhenMissing};
 
 /// What the model does on its turn.
 enum Turn {
@@ -159,8 +164,52 @@ fn execute(tool: &Tool, arguments: Value) -> Value {
     }
 }
 
+/// Gives the engine the embedding model, if it is installed, and the tools their vectors. A real
+/// agent would keep them in a `toolsearch_embed::VectorCache` across restarts.
+fn attach_model(engine: &mut SearchEngine) {
+    let loaded = ModelLocation::resolve(None).and_then(|location| {
+        load_model(
+            &location,
+            WhenMissing::Fail,
+            &FetchOptions::default(),
+            &mut |_| {},
+        )
+    });
+    match loaded {
+        Ok(model) => {
+            engine.set_embedder(Some(Arc::new(model)));
+            match engine.embed_pending() {
+                Ok(count) => println!("search: hybrid, {count} tools embedded"),
+                Err(error) => {
+                    println!("search: by words (embedding failed: {error})");
+                    engine.set_embedder(None);
+                }
+            }
+        }
+        Err(error) => println!("search: by words ({error})"),
+    }
+}
+
 fn main() -> Result<(), toolsearch_core::Error> {
-    let engine = SearchEngine::from_tools(catalog())?;
+    let mut engine = SearchEngine::from_tools(catalog())?;
+    attach_model(&mut engine);
+    // A request that shares no word with the tool it needs: found by meaning in hybrid mode.
+    let request = "will it rain in Lisbon tomorrow";
+    let found = engine.search(
+        &SearchRequest::new(request)
+            .mode(engine.default_mode())
+            .limit(2),
+    )?;
+    let names: Vec<&str> = found
+        .tools
+        .iter()
+        .map(|hit| hit.tool.name.as_str())
+        .collect();
+    println!(
+        "{} search for {request:?}: {names:?}\n",
+        found.mode.as_str()
+    );
+
     let disclosure = Disclosure::new(DisclosureConfig::default().preset(Preset::Progressive))?;
     let session = "session-1";
 
