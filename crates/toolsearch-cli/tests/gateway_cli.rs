@@ -634,3 +634,82 @@ fn malformed_config_exits_2_naming_file_and_key() {
         assert!(output.stdout.is_empty(), "nothing on stdout: {stderr}");
     }
 }
+
+/// Prompts of two upstreams with the same prompt names: listed under each server's namespace,
+/// got from the right one with their arguments, an unknown name refused as invalid params.
+fn prompts_session(transport: Transport) {
+    let dir = scratch();
+    let second = format!(
+        "[mcpServers.second]\ncommand = \"node\"\nargs = [{}, \"stdio\"]",
+        toml_str(&everything_js())
+    );
+    let config = config(&dir, &everything_plain(), "preset = \"search\"", &second);
+    let report = run_client(
+        transport,
+        &config,
+        json!([
+            {"op": "prompts"},
+            {"op": "get_prompt", "name": "second___args-prompt", "arguments": {"city": "Lisbon"}},
+            {"op": "get_prompt", "name": "everything___simple-prompt"},
+            {"op": "get_prompt", "name": "args-prompt", "arguments": {"city": "Lisbon"}},
+            {"op": "get_prompt", "name": "time___args-prompt"}
+        ]),
+    );
+    let init = &report["initialize"];
+    assert!(init["capabilities"]["prompts"].is_object(), "{init}");
+
+    let listed = names(step(&report, 0));
+    for name in [
+        "everything___simple-prompt",
+        "everything___args-prompt",
+        "second___simple-prompt",
+        "second___args-prompt",
+    ] {
+        assert!(listed.contains(&name.to_string()), "{name} in {listed:?}");
+    }
+    assert!(
+        listed
+            .iter()
+            .all(|n| n.starts_with("everything___") || n.starts_with("second___")),
+        "every prompt is namespaced by its server (mcp-server-time offers none): {listed:?}"
+    );
+    let args = &step(&report, 0)["prompts"]["second___args-prompt"];
+    assert_eq!(args["arguments"][0]["name"], "city", "{args}");
+
+    let got = step(&report, 1);
+    assert_eq!(
+        got["messages"][0]["content"]["text"], "What's weather in Lisbon?",
+        "{got}"
+    );
+    let simple = step(&report, 2);
+    assert_eq!(
+        simple["messages"][0]["content"]["text"], "This is a simple prompt without arguments.",
+        "{simple}"
+    );
+    let unnamespaced = step(&report, 3);
+    assert_eq!(unnamespaced["code"], -32602, "{unnamespaced}");
+    assert!(
+        unnamespaced["error"]
+            .as_str()
+            .unwrap()
+            .contains("prompts/list"),
+        "{unnamespaced}"
+    );
+    // A name the upstream does not know: its own answer, naming the server.
+    let upstream = step(&report, 4);
+    let message = upstream["error"].as_str().unwrap();
+    assert!(
+        message.contains("server `time`") && message.contains("Unknown prompt"),
+        "{upstream}"
+    );
+}
+
+#[test]
+fn prompts_of_every_upstream_over_stdio() {
+    prompts_session(Transport::Stdio);
+}
+
+#[test]
+fn prompts_of_every_upstream_over_http() {
+    prompts_session(Transport::Http);
+}

@@ -16,8 +16,9 @@ use axum::response::{IntoResponse, Response};
 use axum::Router;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, Extensions,
-    Implementation, InitializeRequestParams, InitializeResult, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
+    InitializeResult, ListPromptsResult, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -104,6 +105,7 @@ impl GatewayService {
 impl ServerHandler for GatewayService {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
+            .enable_prompts()
             .enable_tools()
             .enable_tool_list_changed()
             .build();
@@ -164,6 +166,35 @@ impl ServerHandler for GatewayService {
             .call_tool(self.session_id(), &request.name, arguments, context.ct)
             .await;
         Ok(result.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.bind(&context.extensions)?;
+        let prompts = self.gateway.list_prompts(self.session_id()).await;
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        self.bind(&context.extensions)?;
+        match self
+            .gateway
+            .get_prompt(self.session_id(), &request.name, request.arguments)
+            .await
+        {
+            Ok(result) => Ok(result.into()),
+            Err(e @ GatewayError::UnknownPrompt { .. }) => {
+                Err(ErrorData::invalid_params(e.to_string(), None))
+            }
+            Err(e) => Err(ErrorData::internal_error(e.to_string(), None)),
+        }
     }
 
     /// rmcp hands over as "custom" every request whose params do not fit its method, so a

@@ -85,6 +85,16 @@ pub enum GatewayError {
     UnauthenticatedBind { addr: std::net::SocketAddr },
 
     /// The engine refused a setting or a catalog.
+    #[error("unknown prompt `{name}`; prompts are named `server{separator}prompt`: list them with prompts/list")]
+    UnknownPrompt { name: String, separator: String },
+
+    #[error("server `{server}` could not give prompt `{prompt}`: {message}")]
+    PromptFailed {
+        server: String,
+        prompt: String,
+        message: String,
+    },
+
     #[error(transparent)]
     Core(#[from] toolsearch_core::Error),
 

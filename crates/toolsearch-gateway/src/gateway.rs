@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::model::{CallToolResult, ContentBlock, GetPromptRequestParams, GetPromptResult, Prompt};
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use toolsearch_core::disclosure::{
     error_result, Caller, Disclosure, DisclosureConfig, Dispatch, ExposedTool, ServerStatus,
 };
-use toolsearch_core::{Preset, Scope, SearchConfig, SearchEngine, ServedId, Tool};
+use toolsearch_core::{Preset, Scope, SearchConfig, SearchEngine, ServedId, Tool, ToolId};
 
 use crate::config::GatewayConfig;
 use crate::error::{GatewayError, Result};
@@ -326,6 +326,87 @@ impl Gateway {
             entry.listed = Some(tools.iter().map(|t| t.name.clone()).collect());
         }
         tools
+    }
+
+    /// Every ready upstream's prompts that the session's scope allows, named as tools are
+    /// (`server___prompt`, the scope's patterns read the same way). An upstream that offers no
+    /// prompts, is down, or does not answer in the call timeout adds none (and is logged).
+    pub async fn list_prompts(&self, session: &str) -> Vec<Prompt> {
+        let scope = self.session_scope(session);
+        let naming = self.read_engine().naming().clone();
+        let mut all = Vec::new();
+        for server in self.upstreams.servers() {
+            let Ok(peer) = self.upstreams.ready_peer(&server) else {
+                continue;
+            };
+            let offers = peer
+                .peer_info()
+                .is_some_and(|info| info.capabilities.prompts.is_some());
+            if !offers {
+                continue;
+            }
+            let listed =
+                tokio::time::timeout(self.upstreams.call_timeout(), peer.list_all_prompts()).await;
+            let prompts = match listed {
+                Ok(Ok(prompts)) => prompts,
+                Ok(Err(e)) => {
+                    tracing::warn!(server, error = %e, "prompts/list failed; its prompts are left out");
+                    continue;
+                }
+                Err(_) => {
+                    tracing::warn!(server, "prompts/list timed out; its prompts are left out");
+                    continue;
+                }
+            };
+            for mut prompt in prompts {
+                let id = ToolId::new(server.as_str(), prompt.name.as_str());
+                if scope.allows(&id, &naming) {
+                    prompt.name = naming.public_name(&id);
+                    all.push(prompt);
+                }
+            }
+        }
+        all
+    }
+
+    /// `prompts/get` of a namespaced prompt, on its upstream, if the session's scope allows it.
+    pub async fn get_prompt(
+        &self,
+        session: &str,
+        name: &str,
+        arguments: Option<serde_json::Map<String, Value>>,
+    ) -> Result<GetPromptResult> {
+        let scope = self.session_scope(session);
+        let naming = self.read_engine().naming().clone();
+        let id = naming.parse(name);
+        let unknown = || GatewayError::UnknownPrompt {
+            name: name.to_string(),
+            separator: naming.separator().to_string(),
+        };
+        if id.server.is_empty()
+            || !self.upstreams.servers().contains(&id.server)
+            || !scope.allows(&id, &naming)
+        {
+            return Err(unknown());
+        }
+        let peer = self.upstreams.ready_peer(&id.server)?;
+        let mut params = GetPromptRequestParams::new(id.name.as_str());
+        if let Some(arguments) = arguments {
+            params = params.with_arguments(arguments);
+        }
+        let failed = |message: String| GatewayError::PromptFailed {
+            server: id.server.clone(),
+            prompt: id.name.clone(),
+            message,
+        };
+        match tokio::time::timeout(self.upstreams.call_timeout(), peer.get_prompt(params)).await {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(e)) => Err(failed(e.to_string())),
+            Err(_) => Err(failed(format!(
+                "no answer in {}s (toolSearch.callTimeoutSecs)",
+                self.upstreams.call_timeout().as_secs_f64()
+            ))),
+        }
     }
 
     /// Instructions for the session's system prompt: its tools and categories.

@@ -362,6 +362,28 @@ impl UpstreamManager {
         Ok(())
     }
 
+    /// The connection to `server` while it is ready, for requests other than `tools/call`.
+    pub fn ready_peer(&self, server: &str) -> Result<Peer<RoleClient>> {
+        Self::slot_peer(self.slot(server)?)
+    }
+
+    fn slot_peer(slot: &Slot) -> Result<Peer<RoleClient>> {
+        let state = slot.state.borrow().clone();
+        let live = read(&slot.live);
+        match (&state, live.as_ref()) {
+            (ServerState::Ready, Some(live)) => Ok(live.peer.clone()),
+            _ => Err(GatewayError::ServerUnavailable {
+                server: slot.name.clone(),
+                state,
+            }),
+        }
+    }
+
+    /// How long a call may take (`callTimeoutSecs`).
+    pub fn call_timeout(&self) -> Duration {
+        self.inner.options.call_timeout
+    }
+
     /// Forwards `tools/call` to `server` with the configured timeout and returns its result
     /// unchanged (content, structuredContent, isError). Cancelling `cancel`, or dropping the
     /// returned future, sends `notifications/cancelled` upstream.
@@ -398,19 +420,7 @@ impl UpstreamManager {
                 tool: tool.to_string(),
             });
         }
-        let peer = {
-            let state = slot.state.borrow().clone();
-            let live = read(&slot.live);
-            match (&state, live.as_ref()) {
-                (ServerState::Ready, Some(live)) => live.peer.clone(),
-                _ => {
-                    return Err(GatewayError::ServerUnavailable {
-                        server: server.to_string(),
-                        state,
-                    })
-                }
-            }
-        };
+        let peer = Self::slot_peer(slot)?;
         let mut params = CallToolRequestParams::new(tool.to_string());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);

@@ -13,6 +13,9 @@ PLAN_JSON is a list of steps, each run in order on one session:
                                                       (jsonschema) against the tool's outputSchema:
                                                       the call's summary plus {"output_schema": ...,
                                                       "schema_errors": [...]}
+    {"op": "prompts"}                              -> {"names": [...], "prompts": {name: prompt}}
+    {"op": "get_prompt", "name": N, "arguments": {...}}
+                                                   -> {"messages": [...]} or {"error": "...", "code": c}
     {"op": "wait_list_changed"}                    -> {"list_changed": count} once at least one arrived
     {"op": "list_changed"}                         -> {"list_changed": count} now (after a ping round trip)
     {"op": "kill_pidfile", "path": P}              -> {"killed": pid}
@@ -102,6 +105,16 @@ async def run_step(client, recorder, step):
                 last["attempts"] = attempts
                 return last
             await asyncio.sleep(0.5)
+    if op == "prompts":
+        result = await client.list_prompts()
+        return {"names": [p.name for p in result.prompts], "prompts": {p.name: dump(p) for p in result.prompts}}
+    if op == "get_prompt":
+        try:
+            result = await client.get_prompt(step["name"], step.get("arguments"))
+        except Exception as e:  # an MCP error answer: reported, the session goes on
+            error = getattr(e, "error", None)
+            return {"error": str(e), "code": getattr(error, "code", None)}
+        return {"messages": [dump(m) for m in result.messages]}
     if op == "wait_list_changed":
         await recorder.event.wait()
         return {"list_changed": recorder.list_changed}
