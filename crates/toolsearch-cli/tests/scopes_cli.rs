@@ -167,6 +167,11 @@ fn two_tokens_see_two_views_over_mcp_and_rest() {
         call("c", "everything___get-env", json!({})),
         call("c", "read_large_output", json!({"handle": "$h"})),
         call("c", "search_tools", json!({"query": "environment variables"})),
+        // Prompts obey the same scope.
+        {"op": "prompts", "session": "e"},
+        {"op": "prompts", "session": "c"},
+        {"op": "get_prompt", "session": "c", "name": "everything___simple-prompt"},
+        {"op": "get_prompt", "session": "e", "name": "everything___simple-prompt"},
     ]);
     let report = peers::run_client_at("offload_client.py", &gateway.url, &plan);
     let steps = report["steps"].as_array().unwrap();
@@ -266,6 +271,27 @@ fn two_tokens_see_two_views_over_mcp_and_rest() {
     assert_unknown(&steps[17], "everything___get-env", catalog_scope, &hidden);
     assert_unknown(&steps[18], "everything___get-env", catalog_scope, &hidden);
     // The everything token's stored output is unknown to the catalog token's session.
+    let prompts = |index: usize| -> Vec<String> {
+        steps[index]["names"]
+            .as_array()
+            .unwrap_or_else(|| panic!("a prompt list: {}", steps[index]))
+            .iter()
+            .map(|n| n.as_str().unwrap().to_string())
+            .collect()
+    };
+    let everything_prompts = prompts(21);
+    assert!(
+        everything_prompts.contains(&"everything___simple-prompt".to_string()),
+        "{everything_prompts:?}"
+    );
+    assert!(
+        prompts(22).is_empty(),
+        "the catalog token's scope holds no prompt: {}",
+        steps[22]
+    );
+    assert_eq!(steps[23]["code"], -32602, "{}", steps[23]);
+    assert!(steps[24]["messages"].is_array(), "{}", steps[24]);
+
     let message = error_text(&steps[19]);
     assert!(
         message.contains(&format!("no large output `{handle}` in this session"))

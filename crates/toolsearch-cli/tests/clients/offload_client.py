@@ -14,6 +14,9 @@ carries "Authorization: Bearer TOKEN".
            With "save", the result's structuredContent.offloaded.handle is kept as $V: any argument
            string "$V" in a later step is replaced by it.
     {"op": "close"}                                 -> {"closed": session}
+    {"op": "prompts"}                               -> {"names": [...]}
+    {"op": "get_prompt", "name": N, "arguments": {...}}
+                                                    -> {"messages": [...]} or {"error": "...", "code": c}
 The output is one JSON object: {"steps": [...]} on stdout.
 """
 
@@ -159,6 +162,24 @@ async def run_step(sessions, saved, step):
                 raise ValueError(f"step {step!r} returned no offloaded handle: {summary['text'][:500]}")
             saved[step["save"]] = handle
         return summary
+    if op == "prompts":
+
+        async def list_prompts(client):
+            result = await client.list_prompts()
+            return {"names": [p.name for p in result.prompts]}
+
+        return await worker.do(list_prompts)
+    if op == "get_prompt":
+
+        async def get_prompt(client):
+            try:
+                result = await client.get_prompt(step["name"], step.get("arguments"))
+            except Exception as e:  # an MCP error answer: reported, the session goes on
+                error = getattr(e, "error", None)
+                return {"error": str(e), "code": getattr(error, "code", None)}
+            return {"messages": [dump(m) for m in result.messages]}
+
+        return await worker.do(get_prompt)
     raise ValueError(f"unknown step {op!r}")
 
 
