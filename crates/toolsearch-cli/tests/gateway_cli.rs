@@ -713,3 +713,58 @@ fn prompts_of_every_upstream_over_stdio() {
 fn prompts_of_every_upstream_over_http() {
     prompts_session(Transport::Http);
 }
+
+/// An upstream whose prompts change: the client is told with `notifications/prompts/list_changed`
+/// and sees the new prompt on its next list.
+fn prompts_list_changed_session(transport: Transport) {
+    let dir = scratch();
+    let upstream = format!(
+        "[mcpServers.notes]\ncommand = {}\nargs = [{}]",
+        toml_str(&peers::venv_python()),
+        toml_str(&peers::client("prompts_server.py"))
+    );
+    let config = config(&dir, &everything_plain(), "preset = \"search\"", &upstream);
+    let report = run_client(
+        transport,
+        &config,
+        json!([
+            {"op": "prompts"},
+            {"op": "call", "name": "notes___add_prompt", "arguments": {"name": "farewell"}},
+            {"op": "wait_prompts_changed"},
+            {"op": "prompts"},
+            {"op": "get_prompt", "name": "notes___farewell"}
+        ]),
+    );
+    let init = &report["initialize"];
+    assert_eq!(
+        init["capabilities"]["prompts"]["listChanged"],
+        json!(true),
+        "{init}"
+    );
+    let before = names(step(&report, 0));
+    assert!(before.contains(&"notes___greet".to_string()), "{before:?}");
+    assert!(
+        !before.contains(&"notes___farewell".to_string()),
+        "{before:?}"
+    );
+    assert_eq!(step(&report, 1)["text"], "added", "{}", step(&report, 1));
+    assert!(step(&report, 2)["prompts_changed"].as_u64() >= Some(1));
+    let after = names(step(&report, 3));
+    assert!(after.contains(&"notes___farewell".to_string()), "{after:?}");
+    assert_eq!(
+        step(&report, 4)["messages"][0]["content"]["text"],
+        "This is the farewell prompt.",
+        "{}",
+        step(&report, 4)
+    );
+}
+
+#[test]
+fn prompts_list_changed_reaches_the_client_over_stdio() {
+    prompts_list_changed_session(Transport::Stdio);
+}
+
+#[test]
+fn prompts_list_changed_reaches_the_client_over_http() {
+    prompts_list_changed_session(Transport::Http);
+}

@@ -106,6 +106,7 @@ impl ServerHandler for GatewayService {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
             .enable_prompts()
+            .enable_prompts_list_changed()
             .enable_tools()
             .enable_tool_list_changed()
             .build();
@@ -174,6 +175,7 @@ impl ServerHandler for GatewayService {
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         self.bind(&context.extensions)?;
+        self.gateway.attach_peer(self.session_id(), &context.peer);
         let prompts = self.gateway.list_prompts(self.session_id()).await;
         Ok(ListPromptsResult::with_all_items(prompts))
     }

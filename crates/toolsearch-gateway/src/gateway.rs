@@ -534,6 +534,22 @@ impl Gateway {
         }
     }
 
+    /// Sends `notifications/prompts/list_changed` to every session the gateway can reach: an
+    /// upstream's prompts are the same for all of them (each re-lists within its own scope).
+    async fn notify_prompts_changed(&self, server: &str) {
+        let peers: Vec<(String, Peer<RoleServer>)> = self
+            .lock_sessions()
+            .iter()
+            .filter_map(|(id, entry)| Some((id.clone(), entry.peer.clone()?)))
+            .collect();
+        tracing::debug!(server, sessions = peers.len(), "prompts changed upstream");
+        for (session, peer) in peers {
+            if let Err(e) = peer.notify_prompt_list_changed().await {
+                tracing::debug!(session, error = %e, "cannot send prompts/list_changed");
+            }
+        }
+    }
+
     /// After a catalog change: notifies the sessions whose tool list is now different.
     async fn notify_changed_sessions(&self) {
         if self.preset() == Preset::Search {
@@ -606,6 +622,9 @@ async fn follow_upstreams(
             }
             Ok(UpstreamEvent::StateChanged { server, state }) => {
                 tracing::info!(server, %state, "upstream state");
+            }
+            Ok(UpstreamEvent::PromptsChanged { server }) => {
+                gateway.notify_prompts_changed(&server).await;
             }
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(missed, "missed upstream events; re-indexing every server");

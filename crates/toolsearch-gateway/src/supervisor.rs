@@ -32,6 +32,8 @@ pub enum UpstreamEvent {
     ToolsChanged { server: String, tools: Vec<Tool> },
     /// The server's state changed.
     StateChanged { server: String, state: ServerState },
+    /// The server's prompts changed (it sent `notifications/prompts/list_changed`).
+    PromptsChanged { server: String },
 }
 
 /// Timings of the supervisor; from the `supervisor` and `toolSearch` config sections.
@@ -655,6 +657,9 @@ async fn run_connected(
                             }
                         }
                     }
+                }
+                Some(Signal::PromptListChanged) => {
+                    inner.emit(UpstreamEvent::PromptsChanged { server: slot.name.clone() });
                 }
                 Some(Signal::ConnectionLost(why)) => {
                     cancel_service.cancel();

@@ -30,6 +30,8 @@ use crate::wire;
 pub(crate) enum Signal {
     /// The upstream sent `notifications/tools/list_changed`.
     ToolListChanged,
+    /// The upstream sent `notifications/prompts/list_changed`.
+    PromptListChanged,
     /// A call saw the transport fail; reconnect.
     ConnectionLost(String),
     /// Skip the rest of the backoff delay and restart now.
@@ -50,6 +52,15 @@ impl ClientHandler for UpstreamClient {
     ) -> impl std::future::Future<Output = ()> + Send + '_ {
         tracing::debug!(target: "upstream", server = %self.server, "tools/list_changed received");
         let _ = self.signals.send(Signal::ToolListChanged);
+        std::future::ready(())
+    }
+
+    fn on_prompt_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        tracing::debug!(target: "upstream", server = %self.server, "prompts/list_changed received");
+        let _ = self.signals.send(Signal::PromptListChanged);
         std::future::ready(())
     }
 

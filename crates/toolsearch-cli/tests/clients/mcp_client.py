@@ -17,6 +17,7 @@ PLAN_JSON is a list of steps, each run in order on one session:
     {"op": "get_prompt", "name": N, "arguments": {...}}
                                                    -> {"messages": [...]} or {"error": "...", "code": c}
     {"op": "wait_list_changed"}                    -> {"list_changed": count} once at least one arrived
+    {"op": "wait_prompts_changed"}                 -> {"prompts_changed": count} once a prompts/list_changed arrived
     {"op": "list_changed"}                         -> {"list_changed": count} now (after a ping round trip)
     {"op": "kill_pidfile", "path": P}              -> {"killed": pid}
     {"op": "touch" | "rm", "path": P}              -> creates or removes a file (the fault tests' switch)
@@ -41,8 +42,10 @@ GUARD_SECONDS = 120
 class Recorder:
     def __init__(self):
         self.list_changed = 0
+        self.prompts_changed = 0
         self.errors = []
         self.event = asyncio.Event()
+        self.prompts_event = asyncio.Event()
 
     async def __call__(self, message):
         if isinstance(message, Exception):
@@ -52,6 +55,10 @@ class Recorder:
         if isinstance(root, types.ToolListChangedNotification) or getattr(root, "method", None) == "notifications/tools/list_changed":
             self.list_changed += 1
             self.event.set()
+        prompts_type = getattr(types, "PromptListChangedNotification", ())
+        if isinstance(root, prompts_type) or getattr(root, "method", None) == "notifications/prompts/list_changed":
+            self.prompts_changed += 1
+            self.prompts_event.set()
 
 
 def dump(model):
@@ -115,6 +122,9 @@ async def run_step(client, recorder, step):
             error = getattr(e, "error", None)
             return {"error": str(e), "code": getattr(error, "code", None)}
         return {"messages": [dump(m) for m in result.messages]}
+    if op == "wait_prompts_changed":
+        await recorder.prompts_event.wait()
+        return {"prompts_changed": recorder.prompts_changed}
     if op == "wait_list_changed":
         await recorder.event.wait()
         return {"list_changed": recorder.list_changed}
