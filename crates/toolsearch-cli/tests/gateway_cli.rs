@@ -636,7 +636,8 @@ fn malformed_config_exits_2_naming_file_and_key() {
 }
 
 /// Prompts of two upstreams with the same prompt names: listed under each server's namespace,
-/// got from the right one with their arguments, an unknown name refused as invalid params.
+/// got from the right one with their arguments, their arguments completed by it, an unknown name
+/// refused as invalid params.
 fn prompts_session(transport: Transport) {
     let dir = scratch();
     let second = format!(
@@ -652,7 +653,11 @@ fn prompts_session(transport: Transport) {
             {"op": "get_prompt", "name": "second___args-prompt", "arguments": {"city": "Lisbon"}},
             {"op": "get_prompt", "name": "everything___simple-prompt"},
             {"op": "get_prompt", "name": "args-prompt", "arguments": {"city": "Lisbon"}},
-            {"op": "get_prompt", "name": "time___args-prompt"}
+            {"op": "get_prompt", "name": "time___args-prompt"},
+            {"op": "complete", "prompt": "second___completable-prompt", "argument": {"name": "department", "value": "E"}},
+            {"op": "complete", "prompt": "everything___completable-prompt", "argument": {"name": "name", "value": "A"},
+             "context": {"department": "Engineering"}},
+            {"op": "complete", "prompt": "completable-prompt", "argument": {"name": "department", "value": "E"}}
         ]),
     );
     let init = &report["initialize"];
@@ -695,6 +700,21 @@ fn prompts_session(transport: Transport) {
             .contains("prompts/list"),
         "{unnamespaced}"
     );
+    // Completions of a prompt's arguments come from its upstream, with the context passed on.
+    assert_eq!(
+        step(&report, 5)["values"],
+        json!(["Engineering"]),
+        "{}",
+        step(&report, 5)
+    );
+    assert_eq!(
+        step(&report, 6)["values"],
+        json!(["Alice"]),
+        "{}",
+        step(&report, 6)
+    );
+    assert_eq!(step(&report, 7)["code"], -32602, "{}", step(&report, 7));
+    assert!(init["capabilities"]["completions"].is_object(), "{init}");
     // A name the upstream does not know: its own answer, naming the server.
     let upstream = step(&report, 4);
     let message = upstream["error"].as_str().unwrap();

@@ -15,10 +15,10 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CustomRequest, CustomResult, ErrorCode, Extensions,
-    GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
-    InitializeResult, ListPromptsResult, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
+    CustomResult, ErrorCode, Extensions, GetPromptRequestParams, GetPromptResponse, Implementation,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -105,6 +105,7 @@ impl GatewayService {
 impl ServerHandler for GatewayService {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
+            .enable_completions()
             .enable_prompts()
             .enable_prompts_list_changed()
             .enable_tools()
@@ -192,11 +193,20 @@ impl ServerHandler for GatewayService {
             .await
         {
             Ok(result) => Ok(result.into()),
-            Err(e @ GatewayError::UnknownPrompt { .. }) => {
-                Err(ErrorData::invalid_params(e.to_string(), None))
-            }
-            Err(e) => Err(ErrorData::internal_error(e.to_string(), None)),
+            Err(e) => Err(prompt_error(e)),
         }
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        self.bind(&context.extensions)?;
+        self.gateway
+            .complete(self.session_id(), request)
+            .await
+            .map_err(prompt_error)
     }
 
     /// rmcp hands over as "custom" every request whose params do not fit its method, so a
@@ -208,6 +218,14 @@ impl ServerHandler for GatewayService {
         _context: RequestContext<RoleServer>,
     ) -> Result<CustomResult, ErrorData> {
         Err(custom_request_error(&request.method, request.params))
+    }
+}
+
+/// A prompt request's failure on the wire: a name the session cannot use is invalid params.
+fn prompt_error(error: GatewayError) -> ErrorData {
+    match error {
+        GatewayError::UnknownPrompt { .. } => ErrorData::invalid_params(error.to_string(), None),
+        _ => ErrorData::internal_error(error.to_string(), None),
     }
 }
 

@@ -8,7 +8,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, ContentBlock, GetPromptRequestParams, GetPromptResult, Prompt};
+use rmcp::model::{
+    CallToolResult, CompleteRequestParams, CompleteResult, ContentBlock, GetPromptRequestParams,
+    GetPromptResult, Prompt, Reference,
+};
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
@@ -376,27 +379,15 @@ impl Gateway {
         name: &str,
         arguments: Option<serde_json::Map<String, Value>>,
     ) -> Result<GetPromptResult> {
-        let scope = self.session_scope(session);
-        let naming = self.read_engine().naming().clone();
-        let id = naming.parse(name);
-        let unknown = || GatewayError::UnknownPrompt {
-            name: name.to_string(),
-            separator: naming.separator().to_string(),
-        };
-        if id.server.is_empty()
-            || !self.upstreams.servers().contains(&id.server)
-            || !scope.allows(&id, &naming)
-        {
-            return Err(unknown());
-        }
-        let peer = self.upstreams.ready_peer(&id.server)?;
-        let mut params = GetPromptRequestParams::new(id.name.as_str());
+        let (server, prompt) = self.prompt_target(session, name)?;
+        let peer = self.upstreams.ready_peer(&server)?;
+        let mut params = GetPromptRequestParams::new(prompt.as_str());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
         }
         let failed = |message: String| GatewayError::PromptFailed {
-            server: id.server.clone(),
-            prompt: id.name.clone(),
+            server: server.clone(),
+            prompt: prompt.clone(),
             message,
         };
         match tokio::time::timeout(self.upstreams.call_timeout(), peer.get_prompt(params)).await {
@@ -407,6 +398,59 @@ impl Gateway {
                 self.upstreams.call_timeout().as_secs_f64()
             ))),
         }
+    }
+
+    /// `completion/complete` for an argument of a namespaced prompt, on its upstream (an upstream
+    /// that offers no completions gives none). Resource templates are not carried yet: no
+    /// completions for them.
+    pub async fn complete(
+        &self,
+        session: &str,
+        mut request: CompleteRequestParams,
+    ) -> Result<CompleteResult> {
+        let Reference::Prompt(prompt) = &mut request.r#ref else {
+            return Ok(CompleteResult::default());
+        };
+        let name = prompt.name.clone();
+        let (server, upstream_name) = self.prompt_target(session, &name)?;
+        prompt.name = upstream_name.clone();
+        let peer = self.upstreams.ready_peer(&server)?;
+        let offers = peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.completions.is_some());
+        if !offers {
+            return Ok(CompleteResult::default());
+        }
+        match tokio::time::timeout(self.upstreams.call_timeout(), peer.complete(request)).await {
+            Ok(Ok(result)) => Ok(result),
+            Ok(Err(e)) => Err(GatewayError::PromptFailed {
+                server,
+                prompt: upstream_name,
+                message: format!("completion failed: {e}"),
+            }),
+            Err(_) => Err(GatewayError::PromptFailed {
+                server,
+                prompt: upstream_name,
+                message: "completion timed out (toolSearch.callTimeoutSecs)".into(),
+            }),
+        }
+    }
+
+    /// The server and upstream name of a namespaced prompt the session may use.
+    fn prompt_target(&self, session: &str, name: &str) -> Result<(String, String)> {
+        let scope = self.session_scope(session);
+        let naming = self.read_engine().naming().clone();
+        let id = naming.parse(name);
+        if id.server.is_empty()
+            || !self.upstreams.servers().contains(&id.server)
+            || !scope.allows(&id, &naming)
+        {
+            return Err(GatewayError::UnknownPrompt {
+                name: name.to_string(),
+                separator: naming.separator().to_string(),
+            });
+        }
+        Ok((id.server, id.name))
     }
 
     /// Instructions for the session's system prompt: its tools and categories.

@@ -17,6 +17,8 @@ PLAN_JSON is a list of steps, each run in order on one session:
     {"op": "get_prompt", "name": N, "arguments": {...}}
                                                    -> {"messages": [...]} or {"error": "...", "code": c}
     {"op": "wait_list_changed"}                    -> {"list_changed": count} once at least one arrived
+    {"op": "complete", "prompt": N, "argument": {"name": A, "value": V}, "context": {...}}
+                                                   -> {"values": [...]} or {"error": "...", "code": c}
     {"op": "wait_prompts_changed"}                 -> {"prompts_changed": count} once a prompts/list_changed arrived
     {"op": "list_changed"}                         -> {"list_changed": count} now (after a ping round trip)
     {"op": "kill_pidfile", "path": P}              -> {"killed": pid}
@@ -122,6 +124,14 @@ async def run_step(client, recorder, step):
             error = getattr(e, "error", None)
             return {"error": str(e), "code": getattr(error, "code", None)}
         return {"messages": [dump(m) for m in result.messages]}
+    if op == "complete":
+        ref = types.PromptReference(name=step["prompt"])
+        try:
+            result = await client.complete(ref, step["argument"], step.get("context"))
+        except Exception as e:  # an MCP error answer: reported, the session goes on
+            error = getattr(e, "error", None)
+            return {"error": str(e), "code": getattr(error, "code", None)}
+        return {"values": result.completion.values}
     if op == "wait_prompts_changed":
         await recorder.prompts_event.wait()
         return {"prompts_changed": recorder.prompts_changed}
