@@ -250,7 +250,8 @@ pub fn run(args: SearchBenchArgs) -> Result<()> {
     Ok(())
 }
 
-fn child(exe: &Path, args: &SearchBenchArgs, size: usize, ranker: &str) -> Result<Measurement> {
+/// This program, re-run to measure one size with one ranker, with the workload's options.
+fn child_command(exe: &Path, args: &SearchBenchArgs, size: usize, ranker: &str) -> Command {
     let mut command = Command::new(exe);
     command.args(["bench", "search", "--one-size", &size.to_string()]);
     command.args(["--ranker", ranker]);
@@ -268,7 +269,11 @@ fn child(exe: &Path, args: &SearchBenchArgs, size: usize, ranker: &str) -> Resul
     for setting in &args.settings {
         command.args(["--set", setting]);
     }
-    let output = command
+    command
+}
+
+fn child(exe: &Path, args: &SearchBenchArgs, size: usize, ranker: &str) -> Result<Measurement> {
+    let output = child_command(exe, args, size, ranker)
         .output()
         .with_context(|| format!("running {} for {size} tools", exe.display()))?;
     if !output.status.success() {
@@ -285,24 +290,7 @@ fn child(exe: &Path, args: &SearchBenchArgs, size: usize, ranker: &str) -> Resul
 
 /// Runs the hybrid measurement in a child; `None` (with a note) when the model is not available.
 fn child_hybrid(exe: &Path, args: &SearchBenchArgs) -> Result<Option<HybridMeasurement>> {
-    let mut command = Command::new(exe);
-    command.args(["bench", "search", "--one-size"]);
-    command.arg(args.hybrid_size.to_string());
-    command.args(["--ranker", HYBRID]);
-    command.args(["--max-queries", &args.max_queries.to_string()]);
-    command.arg("--datasets").arg(&args.datasets);
-    if let Some(catalog) = &args.catalog {
-        command.arg("--catalog").arg(catalog);
-    }
-    if let Some(format) = &args.format {
-        command.args(["--format", format]);
-    }
-    if let Some(queries) = &args.queries {
-        command.arg("--queries").arg(queries);
-    }
-    for setting in &args.settings {
-        command.args(["--set", setting]);
-    }
+    let mut command = child_command(exe, args, args.hybrid_size, HYBRID);
     if let Some(model) = &args.model.model {
         command.arg("--model").arg(model);
     }
