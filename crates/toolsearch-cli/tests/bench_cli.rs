@@ -19,21 +19,8 @@ fn number(value: &Value, key: &str) -> f64 {
         .unwrap_or_else(|| panic!("`{key}` is a number in {value}"))
 }
 
-/// Whether `TOOLSEARCH_MODEL_DIR` holds the embedding model; under `TOOLSEARCH_REQUIRE_MODEL` it
-/// must (`scripts/test.sh` installs it).
-fn model_installed() -> bool {
-    let with_model = std::env::var_os("TOOLSEARCH_MODEL_DIR")
-        .map(std::path::PathBuf::from)
-        .is_some_and(|dir| dir.join("model.safetensors").is_file());
-    assert!(
-        with_model || std::env::var_os("TOOLSEARCH_REQUIRE_MODEL").is_none(),
-        "TOOLSEARCH_REQUIRE_MODEL is set but TOOLSEARCH_MODEL_DIR holds no model"
-    );
-    with_model
-}
-
 fn check_hybrid(hybrid: &Value) {
-    if !model_installed() {
+    if !peers::model_installed() {
         assert!(hybrid.is_null(), "no model, no hybrid figures: {hybrid}");
         return;
     }

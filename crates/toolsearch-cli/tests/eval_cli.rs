@@ -24,14 +24,7 @@ const QUERIES: &str = r#"{"id": "q1", "query": "send an email to my boss", "rele
 /// Every ranker, in order: hybrid and semantic only when the embedding model can be loaded
 /// (`scripts/test.sh` installs it; `TOOLSEARCH_REQUIRE_MODEL` says it must be there).
 fn all_rankers() -> Vec<&'static str> {
-    let with_model = std::env::var_os("TOOLSEARCH_MODEL_DIR")
-        .map(std::path::PathBuf::from)
-        .is_some_and(|dir| dir.join("model.safetensors").is_file());
-    assert!(
-        with_model || std::env::var_os("TOOLSEARCH_REQUIRE_MODEL").is_none(),
-        "TOOLSEARCH_REQUIRE_MODEL is set but TOOLSEARCH_MODEL_DIR holds no model"
-    );
-    if with_model {
+    if peers::model_installed() {
         vec![
             "toolsearch",
             "hybrid",

@@ -288,3 +288,16 @@ impl Gateway {
             .to_string()
     }
 }
+
+/// Whether `TOOLSEARCH_MODEL_DIR` holds the embedding model; under `TOOLSEARCH_REQUIRE_MODEL` it
+/// must (`scripts/test.sh` installs it).
+pub fn model_installed() -> bool {
+    let with_model = std::env::var_os("TOOLSEARCH_MODEL_DIR")
+        .map(std::path::PathBuf::from)
+        .is_some_and(|dir| dir.join("model.safetensors").is_file());
+    assert!(
+        with_model || std::env::var_os("TOOLSEARCH_REQUIRE_MODEL").is_none(),
+        "TOOLSEARCH_REQUIRE_MODEL is set but TOOLSEARCH_MODEL_DIR holds no model"
+    );
+    with_model
+}
