@@ -14,11 +14,15 @@ use axum::http::{Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
+#[allow(deprecated)] // logging: still what 2025-11-25 clients speak
+use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
     CustomResult, ErrorCode, Extensions, GetPromptRequestParams, GetPromptResponse, Implementation,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig,
+    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -103,11 +107,18 @@ impl GatewayService {
 }
 
 impl ServerHandler for GatewayService {
+    #[allow(deprecated)] // logging: still what 2025-11-25 clients speak
     fn get_info(&self) -> ServerConfig {
+        // What the gateway can honour whatever its upstreams offer: lists of an upstream that
+        // offers none are empty, and a subscription to one that cannot is refused with a reason.
         let capabilities = ServerCapabilities::builder()
+            .enable_logging()
             .enable_completions()
             .enable_prompts()
             .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
             .enable_tools()
             .enable_tool_list_changed()
             .build();
@@ -162,10 +173,17 @@ impl ServerHandler for GatewayService {
     ) -> Result<CallToolResponse, ErrorData> {
         self.bind(&context.extensions)?;
         self.gateway.attach_peer(self.session_id(), &context.peer);
+        let progress_token = context.meta.get_progress_token();
         let arguments = request.arguments.map_or(Value::Null, Value::Object);
         let result = self
             .gateway
-            .call_tool(self.session_id(), &request.name, arguments, context.ct)
+            .call_tool(
+                self.session_id(),
+                &request.name,
+                arguments,
+                context.ct,
+                progress_token,
+            )
             .await;
         Ok(result.into())
     }
@@ -193,7 +211,7 @@ impl ServerHandler for GatewayService {
             .await
         {
             Ok(result) => Ok(result.into()),
-            Err(e) => Err(prompt_error(e)),
+            Err(e) => Err(request_error(e)),
         }
     }
 
@@ -206,7 +224,94 @@ impl ServerHandler for GatewayService {
         self.gateway
             .complete(self.session_id(), request)
             .await
-            .map_err(prompt_error)
+            .map_err(request_error)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.bind(&context.extensions)?;
+        self.gateway.attach_peer(self.session_id(), &context.peer);
+        let resources = self.gateway.list_resources(self.session_id()).await;
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.bind(&context.extensions)?;
+        self.gateway.attach_peer(self.session_id(), &context.peer);
+        let templates = self
+            .gateway
+            .list_resource_templates(self.session_id())
+            .await;
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        self.bind(&context.extensions)?;
+        self.gateway.attach_peer(self.session_id(), &context.peer);
+        match self
+            .gateway
+            .read_resource(self.session_id(), &request.uri)
+            .await
+        {
+            Ok(result) => Ok(result.into()),
+            Err(e) => Err(request_error(e)),
+        }
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.bind(&context.extensions)?;
+        self.gateway.attach_peer(self.session_id(), &context.peer);
+        self.gateway
+            .subscribe(self.session_id(), &request.uri)
+            .await
+            .map_err(request_error)
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.bind(&context.extensions)?;
+        self.gateway
+            .unsubscribe(self.session_id(), &request.uri)
+            .await
+            .map_err(request_error)
+    }
+
+    #[allow(deprecated)] // logging: still what 2025-11-25 clients speak
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.bind(&context.extensions)?;
+        self.gateway.attach_peer(self.session_id(), &context.peer);
+        self.gateway
+            .set_log_level(self.session_id(), request.level)
+            .await;
+        Ok(())
+    }
+
+    async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
+        if self.bind(&context.extensions).is_ok() {
+            self.gateway.roots_changed().await;
+        }
     }
 
     /// rmcp hands over as "custom" every request whose params do not fit its method, so a
@@ -221,10 +326,14 @@ impl ServerHandler for GatewayService {
     }
 }
 
-/// A prompt request's failure on the wire: a name the session cannot use is invalid params.
-fn prompt_error(error: GatewayError) -> ErrorData {
+/// A prompt or resource request's failure on the wire: a name or URI the session cannot use is
+/// invalid params (for resources, the spec's -32002 "resource not found").
+fn request_error(error: GatewayError) -> ErrorData {
     match error {
         GatewayError::UnknownPrompt { .. } => ErrorData::invalid_params(error.to_string(), None),
+        GatewayError::UnknownResource { .. } => {
+            ErrorData::resource_not_found(error.to_string(), None)
+        }
         _ => ErrorData::internal_error(error.to_string(), None),
     }
 }
@@ -260,7 +369,7 @@ fn custom_request_error(method: &str, params: Option<Value>) -> ErrorData {
     if !KNOWN_METHODS.contains(&method) {
         return ErrorData::new(
             ErrorCode::METHOD_NOT_FOUND,
-            format!("method `{method}` not found; this server answers initialize, ping, tools/list and tools/call"),
+            format!("method `{method}` not found; this server answers the MCP methods of tools, prompts, resources, completion and logging"),
             None,
         );
     }

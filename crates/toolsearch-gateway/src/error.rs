@@ -95,6 +95,17 @@ pub enum GatewayError {
         message: String,
     },
 
+    #[error("no resource `{uri}`: gateway resource URIs look like `toolsearch://<server>/<uri>`; take one from resources/list or resources/templates/list")]
+    UnknownResource { uri: String },
+
+    #[error("server `{server}` could not {action} resource `{uri}`: {message}")]
+    ResourceFailed {
+        server: String,
+        uri: String,
+        action: &'static str,
+        message: String,
+    },
+
     #[error(transparent)]
     Core(#[from] toolsearch_core::Error),
 

@@ -10,8 +10,12 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolResult, CompleteRequestParams, CompleteResult, ContentBlock, GetPromptRequestParams,
-    GetPromptResult, Prompt, Reference,
+    GetPromptResult, ProgressToken, Prompt, ReadResourceRequestParams, ReadResourceResult,
+    Reference, Resource, ResourceTemplate, SubscribeRequestParams, UnsubscribeRequestParams,
 };
+#[allow(deprecated)] // logging: still what 2025-11-25 clients and servers speak
+use rmcp::model::{LoggingLevel, SetLevelRequestParams};
+use rmcp::service::RoleClient;
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
@@ -24,6 +28,8 @@ use toolsearch_core::{Preset, Scope, SearchConfig, SearchEngine, ServedId, Tool,
 use crate::config::GatewayConfig;
 use crate::error::{GatewayError, Result};
 use crate::offload::{self, OffloadError, OffloadStore, OffloadTool};
+use crate::relay::CallOrigin;
+use crate::resources;
 use crate::rest::SharedEngine;
 use crate::semantic::Semantic;
 use crate::supervisor::{ServerState, UpstreamEvent, UpstreamManager};
@@ -302,16 +308,31 @@ impl Gateway {
 
     /// Remembers how to reach a session, for list_changed.
     pub fn attach_peer(&self, session: &str, peer: &Peer<RoleServer>) {
-        let mut sessions = self.lock_sessions();
-        let entry = sessions.entry(session.to_string()).or_default();
-        if entry.peer.is_none() {
+        {
+            let mut sessions = self.lock_sessions();
+            let entry = sessions.entry(session.to_string()).or_default();
+            if entry.peer.is_some() {
+                return;
+            }
             entry.peer = Some(peer.clone());
         }
+        self.upstreams.relay().attach(session, peer);
     }
 
     /// Forgets a session: its reveals and its peer.
     pub fn end_session(&self, session: &str) {
         self.lock_sessions().remove(session);
+        let orphaned = self.upstreams.relay().end_session(session);
+        if !orphaned.is_empty() {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let upstreams = self.upstreams.clone();
+                runtime.spawn(async move {
+                    for (server, uri) in orphaned {
+                        unsubscribe_upstream(&upstreams, &server, &uri).await;
+                    }
+                });
+            }
+        }
         self.disclosure.end_session(session);
         if let Some(store) = &self.offload {
             store.end_session(session);
@@ -390,8 +411,15 @@ impl Gateway {
             prompt: prompt.clone(),
             message,
         };
+        let _in_flight = self
+            .upstreams
+            .relay()
+            .begin_call(&server, &CallOrigin::new(session, None));
         match tokio::time::timeout(self.upstreams.call_timeout(), peer.get_prompt(params)).await {
-            Ok(Ok(result)) => Ok(result),
+            Ok(Ok(mut result)) => {
+                resources::rewrite_prompt_result(&mut result, &server);
+                Ok(result)
+            }
             Ok(Err(e)) => Err(failed(e.to_string())),
             Err(_) => Err(failed(format!(
                 "no answer in {}s (toolSearch.callTimeoutSecs)",
@@ -400,20 +428,26 @@ impl Gateway {
         }
     }
 
-    /// `completion/complete` for an argument of a namespaced prompt, on its upstream (an upstream
-    /// that offers no completions gives none). Resource templates are not carried yet: no
-    /// completions for them.
+    /// `completion/complete` for an argument of a namespaced prompt or of a gateway resource
+    /// template, on its upstream (an upstream that offers no completions gives none).
     pub async fn complete(
         &self,
         session: &str,
         mut request: CompleteRequestParams,
     ) -> Result<CompleteResult> {
-        let Reference::Prompt(prompt) = &mut request.r#ref else {
-            return Ok(CompleteResult::default());
+        let (server, upstream_name) = match &mut request.r#ref {
+            Reference::Prompt(prompt) => {
+                let (server, upstream_name) = self.prompt_target(session, &prompt.name)?;
+                prompt.name = upstream_name.clone();
+                (server, upstream_name)
+            }
+            Reference::Resource(resource) => {
+                let (server, uri) = self.resource_target(session, &resource.uri)?;
+                resource.uri = uri.clone();
+                (server, uri)
+            }
+            _ => return Ok(CompleteResult::default()),
         };
-        let name = prompt.name.clone();
-        let (server, upstream_name) = self.prompt_target(session, &name)?;
-        prompt.name = upstream_name.clone();
         let peer = self.upstreams.ready_peer(&server)?;
         let offers = peer
             .peer_info()
@@ -453,6 +487,248 @@ impl Gateway {
         Ok((id.server, id.name))
     }
 
+    /// The server and upstream URI of a gateway resource URI the session may use.
+    fn resource_target(&self, session: &str, uri: &str) -> Result<(String, String)> {
+        let unknown = || GatewayError::UnknownResource {
+            uri: uri.to_string(),
+        };
+        let (server, original) = resources::parse_public_uri(uri).ok_or_else(unknown)?;
+        let scope = self.session_scope(session);
+        let naming = self.read_engine().naming().clone();
+        if !self.upstreams.servers().contains(&server)
+            || !scope.allows(&ToolId::new(server.as_str(), original.as_str()), &naming)
+        {
+            return Err(unknown());
+        }
+        Ok((server, original))
+    }
+
+    /// The ready upstreams that offer resources (and so resource templates).
+    fn resource_servers(&self) -> Vec<(String, Peer<RoleClient>)> {
+        self.upstreams
+            .servers()
+            .into_iter()
+            .filter_map(|server| {
+                let peer = self.upstreams.ready_peer(&server).ok()?;
+                let offers = peer
+                    .peer_info()
+                    .is_some_and(|info| info.capabilities.resources.is_some());
+                offers.then_some((server, peer))
+            })
+            .collect()
+    }
+
+    /// Every ready upstream's resources that the session's scope allows (a resource counts as
+    /// `server:<its uri>` for the scope's patterns), under gateway URIs. An upstream that fails or
+    /// does not answer in the call timeout adds none (and is logged).
+    pub async fn list_resources(&self, session: &str) -> Vec<Resource> {
+        let scope = self.session_scope(session);
+        let naming = self.read_engine().naming().clone();
+        let mut all = Vec::new();
+        for (server, peer) in self.resource_servers() {
+            let listed =
+                tokio::time::timeout(self.upstreams.call_timeout(), peer.list_all_resources())
+                    .await;
+            let Some(listed) = upstream_list(&server, "resources/list", listed) else {
+                continue;
+            };
+            for mut resource in listed {
+                if scope.allows(
+                    &ToolId::new(server.as_str(), resource.uri.as_str()),
+                    &naming,
+                ) {
+                    resource.uri = resources::public_uri(&server, &resource.uri);
+                    all.push(resource);
+                }
+            }
+        }
+        all
+    }
+
+    /// Every ready upstream's resource templates the session's scope allows, under gateway URIs.
+    pub async fn list_resource_templates(&self, session: &str) -> Vec<ResourceTemplate> {
+        let scope = self.session_scope(session);
+        let naming = self.read_engine().naming().clone();
+        let mut all = Vec::new();
+        for (server, peer) in self.resource_servers() {
+            let listed = tokio::time::timeout(
+                self.upstreams.call_timeout(),
+                peer.list_all_resource_templates(),
+            )
+            .await;
+            let Some(listed) = upstream_list(&server, "resources/templates/list", listed) else {
+                continue;
+            };
+            for mut template in listed {
+                let id = ToolId::new(server.as_str(), template.uri_template.as_str());
+                if scope.allows(&id, &naming) {
+                    template.uri_template = resources::public_uri(&server, &template.uri_template);
+                    all.push(template);
+                }
+            }
+        }
+        all
+    }
+
+    /// `resources/read` of a gateway URI, on its upstream; URIs in the contents are gateway URIs.
+    pub async fn read_resource(&self, session: &str, uri: &str) -> Result<ReadResourceResult> {
+        let (server, original) = self.resource_target(session, uri)?;
+        let peer = self.upstreams.ready_peer(&server)?;
+        let failed = |message: String| GatewayError::ResourceFailed {
+            server: server.clone(),
+            uri: original.clone(),
+            action: "read",
+            message,
+        };
+        let _in_flight = self
+            .upstreams
+            .relay()
+            .begin_call(&server, &CallOrigin::new(session, None));
+        let read = peer.read_resource(ReadResourceRequestParams::new(original.as_str()));
+        match tokio::time::timeout(self.upstreams.call_timeout(), read).await {
+            Ok(Ok(mut result)) => {
+                resources::rewrite_read_result(&mut result, &server);
+                Ok(result)
+            }
+            Ok(Err(e)) => Err(failed(e.to_string())),
+            Err(_) => Err(failed(format!(
+                "no answer in {}s (toolSearch.callTimeoutSecs)",
+                self.upstreams.call_timeout().as_secs_f64()
+            ))),
+        }
+    }
+
+    /// Subscribes the session to a resource's updates. The gateway holds one upstream
+    /// subscription per resource, whatever the number of sessions subscribed to it.
+    #[allow(deprecated)] // logging and resources/subscribe: still what 2025-11-25 servers speak
+    pub async fn subscribe(&self, session: &str, uri: &str) -> Result<()> {
+        let (server, original) = self.resource_target(session, uri)?;
+        let peer = self.upstreams.ready_peer(&server)?;
+        let offers = peer.peer_info().is_some_and(|info| {
+            info.capabilities
+                .resources
+                .as_ref()
+                .is_some_and(|r| r.subscribe == Some(true))
+        });
+        if !offers {
+            return Err(GatewayError::ResourceFailed {
+                server,
+                uri: original,
+                action: "subscribe to",
+                message: "the server does not offer subscriptions".into(),
+            });
+        }
+        let relay = self.upstreams.relay();
+        if relay.subscribe(session, &server, &original) {
+            let subscribed = tokio::time::timeout(
+                self.upstreams.call_timeout(),
+                peer.subscribe(SubscribeRequestParams::new(original.as_str())),
+            )
+            .await;
+            let message = match subscribed {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(e.to_string()),
+                Err(_) => Some("no answer in the call timeout".to_string()),
+            };
+            if let Some(message) = message {
+                relay.unsubscribe(session, &server, &original);
+                return Err(GatewayError::ResourceFailed {
+                    server,
+                    uri: original,
+                    action: "subscribe to",
+                    message,
+                });
+            }
+        }
+        tracing::debug!(session, server, uri = original, "subscribed");
+        Ok(())
+    }
+
+    /// Ends the session's subscription; the upstream one ends with the last session's.
+    pub async fn unsubscribe(&self, session: &str, uri: &str) -> Result<()> {
+        let (server, original) = self.resource_target(session, uri)?;
+        if self
+            .upstreams
+            .relay()
+            .unsubscribe(session, &server, &original)
+        {
+            unsubscribe_upstream(&self.upstreams, &server, &original).await;
+        }
+        Ok(())
+    }
+
+    /// `logging/setLevel` of a session: it gets the upstreams' log messages of that level and
+    /// above. Each upstream that offers logging is set to the most verbose level any session
+    /// asked for; the gateway filters per session.
+    #[allow(deprecated)] // logging and resources/subscribe: still what 2025-11-25 servers speak
+    pub async fn set_log_level(&self, session: &str, level: LoggingLevel) {
+        let upstream_level = self.upstreams.relay().set_log_level(session, level);
+        for server in self.upstreams.servers() {
+            self.set_upstream_log_level(&server, upstream_level).await;
+        }
+    }
+
+    #[allow(deprecated)] // logging and resources/subscribe: still what 2025-11-25 servers speak
+    async fn set_upstream_log_level(&self, server: &str, level: LoggingLevel) {
+        let Ok(peer) = self.upstreams.ready_peer(server) else {
+            return;
+        };
+        let offers = peer
+            .peer_info()
+            .is_some_and(|info| info.capabilities.logging.is_some());
+        if !offers {
+            return;
+        }
+        let set = peer.set_level(SetLevelRequestParams::new(level));
+        match tokio::time::timeout(self.upstreams.call_timeout(), set).await {
+            Ok(Ok(())) => tracing::debug!(server, ?level, "upstream log level set"),
+            Ok(Err(e)) => tracing::warn!(server, error = %e, "logging/setLevel failed"),
+            Err(_) => tracing::warn!(server, "logging/setLevel timed out"),
+        }
+    }
+
+    /// A client's `notifications/roots/list_changed`, passed to every ready upstream.
+    pub async fn roots_changed(&self) {
+        for server in self.upstreams.servers() {
+            if let Ok(peer) = self.upstreams.ready_peer(&server) {
+                if let Err(e) = peer.notify_roots_list_changed().await {
+                    tracing::debug!(server, error = %e, "cannot send roots/list_changed");
+                }
+            }
+        }
+    }
+
+    /// After an upstream (re)started: its resource subscriptions and log level as the sessions
+    /// left them.
+    #[allow(deprecated)] // logging and resources/subscribe: still what 2025-11-25 servers speak
+    async fn restore_upstream(&self, server: &str) {
+        if let Some(level) = self.upstreams.relay().log_level() {
+            self.set_upstream_log_level(server, level).await;
+        }
+        let uris = self.upstreams.relay().subscribed(server);
+        let Ok(peer) = self.upstreams.ready_peer(server) else {
+            return;
+        };
+        for uri in uris {
+            let again = peer.subscribe(SubscribeRequestParams::new(uri.as_str()));
+            match tokio::time::timeout(self.upstreams.call_timeout(), again).await {
+                Ok(Ok(())) => tracing::debug!(server, uri, "subscription restored"),
+                _ => tracing::warn!(server, uri, "cannot restore a resource subscription"),
+            }
+        }
+    }
+
+    /// Sends `notifications/resources/list_changed` to every session the gateway can reach.
+    async fn notify_resources_changed(&self, server: &str) {
+        let peers = self.upstreams.relay().peers();
+        tracing::debug!(server, sessions = peers.len(), "resources changed upstream");
+        for (session, peer) in peers {
+            if let Err(e) = peer.notify_resource_list_changed().await {
+                tracing::debug!(session, error = %e, "cannot send resources/list_changed");
+            }
+        }
+    }
+
     /// Instructions for the session's system prompt: its tools and categories.
     pub fn guidance(&self, session: &str) -> String {
         let scope = self.session_scope(session);
@@ -475,6 +751,7 @@ impl Gateway {
         name: &str,
         arguments: Value,
         cancel: CancellationToken,
+        progress_token: Option<ProgressToken>,
     ) -> CallToolResult {
         let scope = self.session_scope(session);
         let dispatch = {
@@ -501,6 +778,7 @@ impl Gateway {
                     Value::Object(map) => Some(map),
                     _ => None,
                 };
+                let origin = CallOrigin::new(session, progress_token);
                 match self
                     .upstreams
                     .call_with_timeout(
@@ -509,9 +787,13 @@ impl Gateway {
                         arguments,
                         cancel,
                         self.call_timeout,
+                        Some(&origin),
                     )
                     .await
-                {
+                    .map(|mut result| {
+                        resources::rewrite_call_result(&mut result, &tool.server);
+                        result
+                    }) {
                     Ok(result) => match &self.offload {
                         Some(store) => {
                             let public = self.read_engine().naming().tool_name(&tool);
@@ -666,9 +948,15 @@ async fn follow_upstreams(
             }
             Ok(UpstreamEvent::StateChanged { server, state }) => {
                 tracing::info!(server, %state, "upstream state");
+                if state.is_ready() {
+                    gateway.restore_upstream(&server).await;
+                }
             }
             Ok(UpstreamEvent::PromptsChanged { server }) => {
                 gateway.notify_prompts_changed(&server).await;
+            }
+            Ok(UpstreamEvent::ResourcesChanged { server }) => {
+                gateway.notify_resources_changed(&server).await;
             }
             Err(RecvError::Lagged(missed)) => {
                 tracing::warn!(missed, "missed upstream events; re-indexing every server");
@@ -677,6 +965,41 @@ async fn follow_upstreams(
             }
             Err(RecvError::Closed) => return,
         }
+    }
+}
+
+/// What an upstream listed, or `None` (logged) when it failed or timed out.
+fn upstream_list<T>(
+    server: &str,
+    method: &str,
+    listed: std::result::Result<
+        std::result::Result<Vec<T>, rmcp::ServiceError>,
+        tokio::time::error::Elapsed,
+    >,
+) -> Option<Vec<T>> {
+    match listed {
+        Ok(Ok(items)) => Some(items),
+        Ok(Err(e)) => {
+            tracing::warn!(server, error = %e, "{method} failed; its items are left out");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(server, "{method} timed out; its items are left out");
+            None
+        }
+    }
+}
+
+/// Ends the gateway's upstream subscription to a resource nobody follows any more.
+#[allow(deprecated)] // logging and resources/subscribe: still what 2025-11-25 servers speak
+async fn unsubscribe_upstream(upstreams: &UpstreamManager, server: &str, uri: &str) {
+    let Ok(peer) = upstreams.ready_peer(server) else {
+        return;
+    };
+    let done = peer.unsubscribe(UnsubscribeRequestParams::new(uri));
+    match tokio::time::timeout(upstreams.call_timeout(), done).await {
+        Ok(Ok(())) => tracing::debug!(server, uri, "upstream subscription ended"),
+        _ => tracing::debug!(server, uri, "cannot end an upstream subscription"),
     }
 }
 

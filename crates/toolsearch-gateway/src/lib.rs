@@ -9,6 +9,9 @@
 //! - [`offload`]: large upstream outputs stored per session and read back in pieces.
 //! - [`http_config`]: the `http` config section: the listener's limits and its `Host`/`Origin` rules.
 //! - [`semantic`]: the embedding model loaded and the tools' vectors computed in the background.
+//! - [`resources`]: upstream resource URIs made unique (`toolsearch://<server>/<uri>`) and mapped back.
+//! - [`relay`]: what flows between sessions and upstreams besides requests: upstream requests to the
+//!   client (sampling, elicitation, roots), progress, log messages and resource updates.
 //! - [`rest`]: the REST API (`/api/mcp-standard/...`, `/api/openapi.json`) as an axum router.
 
 pub mod config;
@@ -17,6 +20,8 @@ pub mod error;
 pub mod gateway;
 pub mod http_config;
 pub mod offload;
+pub mod relay;
+pub mod resources;
 pub mod rest;
 pub mod semantic;
 mod state;

@@ -9,8 +9,11 @@ use std::fmt;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolRequestParams, CallToolResult};
-use rmcp::service::RoleClient;
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
+    ClientRequest, RequestId, ServerResult,
+};
+use rmcp::service::{PeerRequestOptions, RoleClient};
 use rmcp::{Peer, ServiceError};
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, mpsc, watch};
@@ -21,6 +24,7 @@ use toolsearch_core::{CatalogPolicy, Tool, ToolId};
 
 use crate::config::{GatewayConfig, ServerConfig, SupervisorConfig, Transport};
 use crate::error::{GatewayError, Result};
+use crate::relay::{CallOrigin, Relay};
 pub use crate::state::ServerState;
 use crate::upstream::{self, Connection, Signal, UpstreamError};
 
@@ -34,6 +38,8 @@ pub enum UpstreamEvent {
     StateChanged { server: String, state: ServerState },
     /// The server's prompts changed (it sent `notifications/prompts/list_changed`).
     PromptsChanged { server: String },
+    /// The server's resources changed (it sent `notifications/resources/list_changed`).
+    ResourcesChanged { server: String },
 }
 
 /// Timings of the supervisor; from the `supervisor` and `toolSearch` config sections.
@@ -111,6 +117,7 @@ struct Inner {
     options: SupervisorOptions,
     shutdown: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    relay: Arc<Relay>,
 }
 
 impl Inner {
@@ -236,6 +243,7 @@ impl UpstreamManager {
             options,
             shutdown: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
+            relay: Arc::new(Relay::default()),
         });
         let mut tasks = Vec::new();
         for (slot, (rx, transport)) in inner.slots.iter().zip(receivers) {
@@ -381,6 +389,11 @@ impl UpstreamManager {
         }
     }
 
+    /// Where upstream requests to clients, progress, logs and resource updates are routed.
+    pub fn relay(&self) -> &Arc<Relay> {
+        &self.inner.relay
+    }
+
     /// How long a call may take (`callTimeoutSecs`).
     pub fn call_timeout(&self) -> Duration {
         self.inner.options.call_timeout
@@ -402,11 +415,14 @@ impl UpstreamManager {
             arguments,
             cancel,
             self.inner.options.call_timeout,
+            None,
         )
         .await
     }
 
-    /// [`call`](Self::call) with an explicit timeout.
+    /// [`call`](Self::call) with an explicit timeout, on behalf of a downstream session
+    /// (`origin`): while it runs, the upstream's requests to the client go to that session, and
+    /// its progress reaches that session's client under the token the client sent.
     pub async fn call_with_timeout(
         &self,
         server: &str,
@@ -414,6 +430,7 @@ impl UpstreamManager {
         arguments: Option<Map<String, Value>>,
         cancel: CancellationToken,
         timeout: Duration,
+        origin: Option<&CallOrigin>,
     ) -> Result<CallToolResult> {
         let slot = self.slot(server)?;
         if !self.inner.policy.tool_selected(&ToolId::new(server, tool)) {
@@ -428,45 +445,67 @@ impl UpstreamManager {
             params = params.with_arguments(arguments);
         }
         tracing::debug!(target: "upstream", server, tool, "tools/call");
-        // rmcp's Peer::call_tool sends notifications/cancelled when its future is dropped before
-        // the answer arrives, which is what both branches below do on timeout or cancellation.
-        let call = tokio::time::timeout(timeout, peer.call_tool(params));
-        tokio::select! {
+        let in_flight = origin.map(|origin| self.inner.relay.begin_call(server, origin));
+        let call = async {
+            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+            let handle = peer
+                .send_request_with_option(request, PeerRequestOptions::no_options())
+                .await?;
+            if let Some(in_flight) = &in_flight {
+                in_flight.set_upstream_token(handle.progress_token.clone());
+            }
+            // Dropped before the answer (timeout, cancellation): the upstream is told to stop.
+            let mut abandon = CancelOnDrop {
+                peer: peer.clone(),
+                id: Some(handle.id.clone()),
+            };
+            let answer = handle.await_response().await;
+            abandon.id = None;
+            answer
+        };
+        let call = tokio::time::timeout(timeout, call);
+        let outcome = tokio::select! {
             biased;
-            _ = cancel.cancelled() => Err(GatewayError::CallCancelled {
+            _ = cancel.cancelled() => return Err(GatewayError::CallCancelled {
                 server: server.to_string(),
                 tool: tool.to_string(),
             }),
-            outcome = call => match outcome {
-                Err(_) => Err(GatewayError::CallTimeout {
-                    server: server.to_string(),
-                    tool: tool.to_string(),
-                    timeout,
-                }),
-                Ok(Ok(result)) => Ok(result),
-                Ok(Err(ServiceError::McpError(error))) => Err(GatewayError::UpstreamRejected {
-                    server: server.to_string(),
-                    tool: tool.to_string(),
-                    error: Box::new(error),
-                }),
-                Ok(Err(e)) => {
-                    let message = e.to_string();
-                    if matches!(e, ServiceError::TransportClosed | ServiceError::TransportSend(_)) {
-                        let _ = slot.signals.send(Signal::ConnectionLost(format!(
-                            "the connection failed during a call: {message}"
-                        )));
-                        return Err(GatewayError::ConnectionLost {
-                            server: server.to_string(),
-                            tool: tool.to_string(),
-                            message,
-                        });
-                    }
-                    Err(GatewayError::CallFailed {
+            outcome = call => outcome,
+        };
+        match outcome {
+            Err(_) => Err(GatewayError::CallTimeout {
+                server: server.to_string(),
+                tool: tool.to_string(),
+                timeout,
+            }),
+            Ok(Ok(ServerResult::CallToolResult(result))) => Ok(result),
+            Ok(Ok(_)) => Err(GatewayError::CallFailed {
+                server: server.to_string(),
+                tool: tool.to_string(),
+                message: "the server answered tools/call with another kind of result (an input_required or task result needs protocol 2026-07-28, which the gateway does not speak upstream)".into(),
+            }),
+            Ok(Err(ServiceError::McpError(error))) => Err(GatewayError::UpstreamRejected {
+                server: server.to_string(),
+                tool: tool.to_string(),
+                error: Box::new(error),
+            }),
+            Ok(Err(e)) => {
+                let message = e.to_string();
+                if matches!(e, ServiceError::TransportClosed | ServiceError::TransportSend(_)) {
+                    let _ = slot.signals.send(Signal::ConnectionLost(format!(
+                        "the connection failed during a call: {message}"
+                    )));
+                    return Err(GatewayError::ConnectionLost {
                         server: server.to_string(),
                         tool: tool.to_string(),
                         message,
-                    })
+                    });
                 }
+                Err(GatewayError::CallFailed {
+                    server: server.to_string(),
+                    tool: tool.to_string(),
+                    message,
+                })
             }
         }
     }
@@ -480,6 +519,33 @@ impl UpstreamManager {
         };
         for task in tasks {
             let _ = task.await;
+        }
+    }
+}
+
+/// Tells the upstream to stop a request whose answer nobody will read (its future was dropped on
+/// timeout or cancellation), unless cleared first.
+struct CancelOnDrop {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        let Some(id) = self.id.take() else {
+            return;
+        };
+        let peer = self.peer.clone();
+        // Drop cannot wait; the runtime is there (calls run on it).
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move {
+                let _ = peer
+                    .notify_cancelled(CancelledNotificationParam::new(
+                        Some(id),
+                        Some("request abandoned by the caller".into()),
+                    ))
+                    .await;
+            });
         }
     }
 }
@@ -513,7 +579,7 @@ async fn supervise(
         );
         let started = tokio::select! {
             _ = shutdown.cancelled() => break,
-            started = start(&slot, &transport, opts.startup_timeout) => started,
+            started = start(&slot, &transport, opts.startup_timeout, inner.relay.clone()) => started,
         };
         let last_error = match started {
             Ok((connection, raw)) => {
@@ -599,9 +665,11 @@ async fn start(
     slot: &Slot,
     transport: &Transport,
     timeout: Duration,
+    relay: Arc<Relay>,
 ) -> std::result::Result<(Connection, Vec<rmcp::model::Tool>), UpstreamError> {
     let attempt = async {
-        let connection = upstream::connect(&slot.name, transport, slot.signals.clone()).await?;
+        let connection =
+            upstream::connect(&slot.name, transport, slot.signals.clone(), relay).await?;
         let tools = upstream::list_tools(connection.service.peer(), timeout)
             .await
             .map_err(|e| e.with_stderr(&connection.stderr))?;
@@ -660,6 +728,9 @@ async fn run_connected(
                 }
                 Some(Signal::PromptListChanged) => {
                     inner.emit(UpstreamEvent::PromptsChanged { server: slot.name.clone() });
+                }
+                Some(Signal::ResourceListChanged) => {
+                    inner.emit(UpstreamEvent::ResourcesChanged { server: slot.name.clone() });
                 }
                 Some(Signal::ConnectionLost(why)) => {
                     cancel_service.cancel();

@@ -10,19 +10,26 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use process_wrap::tokio::ChildWrapper;
-use rmcp::model::{ClientCapabilities, ClientConfig, Implementation};
-use rmcp::service::{NotificationContext, RoleClient, RunningService, ServiceExt};
+#[allow(deprecated)] // sampling, roots, logging: see the handler below
+use rmcp::model::{
+    ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+    ElicitRequestParams, ElicitResult, Implementation, ListRootsResult,
+    LoggingMessageNotificationParam, ProgressNotificationParam, ResourceUpdatedNotificationParam,
+};
+use rmcp::service::{NotificationContext, RequestContext, RoleClient, RunningService, ServiceExt};
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::async_rw::AsyncRwTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, Transport};
 use rmcp::ClientHandler;
+use rmcp::ErrorData;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
 use tokio::sync::mpsc;
 
 use toolsearch_core::{Tool, ToolSchema};
 
 use crate::config::Transport as ServerTransport;
+use crate::relay::Relay;
 use crate::wire;
 
 /// What the connection tells its supervisor.
@@ -32,6 +39,8 @@ pub(crate) enum Signal {
     ToolListChanged,
     /// The upstream sent `notifications/prompts/list_changed`.
     PromptListChanged,
+    /// The upstream sent `notifications/resources/list_changed`.
+    ResourceListChanged,
     /// A call saw the transport fail; reconnect.
     ConnectionLost(String),
     /// Skip the rest of the backoff delay and restart now.
@@ -43,8 +52,13 @@ pub(crate) enum Signal {
 pub(crate) struct UpstreamClient {
     server: Arc<str>,
     signals: mpsc::UnboundedSender<Signal>,
+    /// Where the upstream's requests to the client, progress, logs and updates are routed.
+    relay: Arc<Relay>,
 }
 
+// Sampling, roots and logging are deprecated in rmcp for the 2026 protocol; clients of 2025-11-25
+// (all of today's) use them.
+#[allow(deprecated)]
 impl ClientHandler for UpstreamClient {
     fn on_tool_list_changed(
         &self,
@@ -64,9 +78,77 @@ impl ClientHandler for UpstreamClient {
         std::future::ready(())
     }
 
+    fn on_resource_list_changed(
+        &self,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl std::future::Future<Output = ()> + Send + '_ {
+        tracing::debug!(target: "upstream", server = %self.server, "resources/list_changed received");
+        let _ = self.signals.send(Signal::ResourceListChanged);
+        std::future::ready(())
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.relay.resource_updated(&self.server, &params.uri).await;
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.relay.progress(&self.server, params).await;
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.relay.log(&self.server, params).await;
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        self.relay
+            .create_message(&self.server, params, context)
+            .await
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        self.relay
+            .create_elicitation(&self.server, params, context)
+            .await
+    }
+
+    async fn list_roots(
+        &self,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, ErrorData> {
+        self.relay.list_roots(&self.server, context).await
+    }
+
+    /// The gateway offers what it can pass on to a client session: sampling, elicitation and
+    /// roots (each refused with the standard error when the session's client lacks it).
     fn get_info(&self) -> ClientConfig {
+        let capabilities = ClientCapabilities::builder()
+            .enable_roots()
+            .enable_roots_list_changed()
+            .enable_sampling()
+            .enable_elicitation()
+            .build();
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("toolsearch-gateway", env!("CARGO_PKG_VERSION")),
         )
     }
@@ -191,10 +273,12 @@ pub(crate) async fn connect(
     server: &str,
     transport: &ServerTransport,
     signals: mpsc::UnboundedSender<Signal>,
+    relay: Arc<Relay>,
 ) -> Result<Connection, UpstreamError> {
     let client = UpstreamClient {
         server: server.into(),
         signals,
+        relay,
     };
     match transport {
         ServerTransport::Stdio {

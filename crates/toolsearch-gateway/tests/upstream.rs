@@ -261,6 +261,7 @@ async fn timeout_and_cancellation_reach_the_upstream() {
             None,
             CancellationToken::new(),
             Duration::from_millis(300),
+            None,
         ),
     )
     .await

@@ -21,8 +21,23 @@ PLAN_JSON is a list of steps, each run in order on one session:
                                                    -> {"values": [...]} or {"error": "...", "code": c}
     {"op": "wait_prompts_changed"}                 -> {"prompts_changed": count} once a prompts/list_changed arrived
     {"op": "list_changed"}                         -> {"list_changed": count} now (after a ping round trip)
+    {"op": "resources"}                            -> {"uris": [...], "resources": {uri: resource}}
+    {"op": "templates"}                            -> {"templates": [uriTemplate, ...]}
+    {"op": "read", "uri": U}                       -> {"contents": [...]} or {"error": "...", "code": c}
+    {"op": "subscribe" | "unsubscribe", "uri": U}  -> {"ok": true} or {"error": "...", "code": c}
+    {"op": "wait_updated", "uri": U}               -> {"updated": [uri, ...]} once U was reported updated
+    {"op": "complete_resource", "uri": U, "argument": {"name": A, "value": V}}
+                                                   -> {"values": [...]} or {"error": "...", "code": c}
+    {"op": "set_level", "level": L}                -> {"ok": true}
+    {"op": "wait_log", "contains": S}              -> {"logs": [...]} once a log message whose data contains S arrived
+    {"op": "call_progress", "name": N, "arguments": {...}}
+                                                   -> the call's summary plus {"progress": [[progress, total, message], ...]}
+    {"op": "asked"}                                -> {"asked": [...]}: the server's requests this client answered
     {"op": "kill_pidfile", "path": P}              -> {"killed": pid}
     {"op": "touch" | "rm", "path": P}              -> creates or removes a file (the fault tests' switch)
+PLAN_JSON may also be {"client": {...}, "steps": [...]}, where "client" turns on what the client
+offers the server: "sampling": TEXT (answers sampling/createMessage with TEXT), "elicitation":
+{CONTENT} (accepts elicitation/create with CONTENT), "roots": [{"uri": U, "name": N}, ...].
 The output is one JSON object: {"initialize": {...}, "steps": [...]} on stdout.
 """
 
@@ -48,6 +63,19 @@ class Recorder:
         self.errors = []
         self.event = asyncio.Event()
         self.prompts_event = asyncio.Event()
+        self.updated = []
+        self.logs = []
+        self.asked = []
+        self.changed = asyncio.Event()
+
+    async def on_log(self, params):
+        self.logs.append(dump(params))
+        self.changed.set()
+
+    async def wait_for(self, predicate):
+        while not predicate():
+            self.changed.clear()
+            await self.changed.wait()
 
     async def __call__(self, message):
         if isinstance(message, Exception):
@@ -61,6 +89,39 @@ class Recorder:
         if isinstance(root, prompts_type) or getattr(root, "method", None) == "notifications/prompts/list_changed":
             self.prompts_changed += 1
             self.prompts_event.set()
+        if getattr(root, "method", None) == "notifications/resources/updated":
+            self.updated.append(str(root.params.uri))
+            self.changed.set()
+
+
+def client_callbacks(recorder, offers):
+    """The callbacks that make the client offer sampling, elicitation and roots, as asked."""
+    callbacks = {}
+    if "sampling" in offers:
+        async def sampling(context, params):
+            recorder.asked.append({"method": "sampling/createMessage", "params": dump(params)})
+            return types.CreateMessageResult(
+                role="assistant",
+                content=types.TextContent(type="text", text=offers["sampling"]),
+                model="test-model",
+            )
+        callbacks["sampling_callback"] = sampling
+    if "elicitation" in offers:
+        async def elicitation(context, params):
+            recorder.asked.append({"method": "elicitation/create", "params": dump(params)})
+            return types.ElicitResult(action="accept", content=offers["elicitation"])
+        callbacks["elicitation_callback"] = elicitation
+    if "roots" in offers:
+        async def roots(context):
+            recorder.asked.append({"method": "roots/list"})
+            return types.ListRootsResult(roots=[types.Root(**r) for r in offers["roots"]])
+        callbacks["list_roots_callback"] = roots
+    return callbacks
+
+
+def mcp_error(e):
+    error = getattr(e, "error", None)
+    return {"error": str(e), "code": getattr(error, "code", None)}
 
 
 def dump(model):
@@ -141,6 +202,55 @@ async def run_step(client, recorder, step):
     if op == "list_changed":
         await client.send_ping()
         return {"list_changed": recorder.list_changed}
+    if op == "resources":
+        result = await client.list_resources()
+        return {"uris": [str(r.uri) for r in result.resources], "resources": {str(r.uri): dump(r) for r in result.resources}}
+    if op == "templates":
+        result = await client.list_resource_templates()
+        return {"templates": [t.uri_template for t in result.resource_templates]}
+    if op == "read":
+        try:
+            result = await client.read_resource(step["uri"])
+        except Exception as e:  # an MCP error answer: reported, the session goes on
+            return mcp_error(e)
+        return {"contents": [dump(c) for c in result.contents]}
+    if op in ("subscribe", "unsubscribe"):
+        try:
+            if op == "subscribe":
+                await client.subscribe_resource(step["uri"])
+            else:
+                await client.unsubscribe_resource(step["uri"])
+        except Exception as e:  # an MCP error answer: reported, the session goes on
+            return mcp_error(e)
+        return {"ok": True}
+    if op == "wait_updated":
+        await recorder.wait_for(lambda: step["uri"] in recorder.updated)
+        return {"updated": list(recorder.updated)}
+    if op == "complete_resource":
+        ref = types.ResourceTemplateReference(uri=step["uri"])
+        try:
+            result = await client.complete(ref, step["argument"])
+        except Exception as e:  # an MCP error answer: reported, the session goes on
+            return mcp_error(e)
+        return {"values": result.completion.values}
+    if op == "set_level":
+        await client.set_logging_level(step["level"])
+        return {"ok": True}
+    if op == "wait_log":
+        await recorder.wait_for(lambda: any(step["contains"] in json.dumps(l) for l in recorder.logs))
+        return {"logs": list(recorder.logs)}
+    if op == "call_progress":
+        progress = []
+
+        async def on_progress(value, total, message):
+            progress.append([value, total, message])
+
+        result = await client.call_tool(step["name"], step.get("arguments", {}), progress_callback=on_progress)
+        summary = call_summary(result)
+        summary["progress"] = progress
+        return summary
+    if op == "asked":
+        return {"asked": list(recorder.asked)}
     if op == "kill_pidfile":
         with open(step["path"]) as f:
             pid = int(f.read().strip())
@@ -162,6 +272,10 @@ async def main():
     parser.add_argument("--stdio", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     plan = json.loads(args.plan)
+    offers = {}
+    if isinstance(plan, dict):
+        offers = plan.get("client", {})
+        plan = plan["steps"]
     if args.url:
         server = args.url
     elif args.stdio:
@@ -171,7 +285,14 @@ async def main():
     recorder = Recorder()
     out = {"steps": []}
     # mode="legacy": the initialize handshake, as today's MCP clients do.
-    async with Client(server, mode="legacy", message_handler=recorder, cache=None) as client:
+    async with Client(
+        server,
+        mode="legacy",
+        message_handler=recorder,
+        logging_callback=recorder.on_log,
+        cache=None,
+        **client_callbacks(recorder, offers),
+    ) as client:
         caps = client.server_capabilities
         out["initialize"] = {
             "protocol_version": client.protocol_version,

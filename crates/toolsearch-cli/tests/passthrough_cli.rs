@@ -1,0 +1,311 @@
+//! What MCP carries besides tools, through `toolsearch serve`: resources, templates,
+//! subscriptions, progress, logging, and an upstream's requests to the client (sampling,
+//! elicitation, roots). The real binary in front of two real server-everything upstreams (from
+//! npm), driven by the official Python MCP client (tests/clients/mcp_client.py) over stdio and
+//! Streamable HTTP; the client answers the upstream's requests through its callbacks.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{json, Value};
+
+mod peers;
+use peers::{everything_js, toml_str, Transport};
+
+/// Two server-everything upstreams, `everything` and `second`: every resource URI and template
+/// of one is also one of the other.
+fn config(dir: &Path) -> PathBuf {
+    let server = |name: &str| {
+        format!(
+            "[mcpServers.{name}]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n",
+            toml_str(&everything_js())
+        )
+    };
+    let text = format!(
+        "{}\n{}\n[toolSearch]\npreset = \"search\"\n",
+        server("everything"),
+        server("second")
+    );
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn step(report: &Value, index: usize) -> &Value {
+    &report["steps"][index]
+}
+
+fn strings(value: &Value) -> Vec<String> {
+    value
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {value}"))
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
+const ARCHITECTURE: &str = "demo://resource/static/document/architecture.md";
+const TEXT_TEMPLATE: &str = "demo://resource/dynamic/text/{resourceId}";
+
+fn gateway_uri(server: &str, uri: &str) -> String {
+    format!("toolsearch://{server}/{uri}")
+}
+
+/// Resources of two upstreams with the same URIs: listed and read under each server's gateway
+/// URI, templates filled in and completed, URIs in tool results rewritten so that they can be
+/// read back, an upstream URI refused as not found, and a subscription's updates delivered.
+fn resources_session(transport: Transport) {
+    let dir = peers::scratch("passthrough-cli");
+    let config = config(&dir);
+    let architecture = gateway_uri("second", ARCHITECTURE);
+    let filled = gateway_uri("everything", "demo://resource/dynamic/text/3");
+    let subscribed = gateway_uri("everything", ARCHITECTURE);
+    let report = peers::run_client(
+        "mcp_client.py",
+        transport,
+        &config,
+        &json!([
+            {"op": "resources"},
+            {"op": "templates"},
+            {"op": "read", "uri": architecture},
+            {"op": "read", "uri": filled},
+            {"op": "read", "uri": ARCHITECTURE},
+            {"op": "call", "name": "everything___get-resource-links", "arguments": {"count": 2}},
+            {"op": "call", "name": "second___get-resource-reference", "arguments": {"resourceType": "Text", "resourceId": 2}},
+            {"op": "read", "uri": gateway_uri("everything", "demo://resource/dynamic/text/1")},
+            {"op": "complete_resource", "uri": gateway_uri("second", TEXT_TEMPLATE), "argument": {"name": "resourceId", "value": "7"}},
+            {"op": "subscribe", "uri": subscribed},
+            {"op": "call", "name": "everything___toggle-subscriber-updates"},
+            {"op": "wait_updated", "uri": subscribed},
+            {"op": "unsubscribe", "uri": subscribed}
+        ]),
+    );
+    let caps = &report["initialize"]["capabilities"];
+    assert_eq!(caps["resources"]["subscribe"], json!(true), "{caps}");
+    assert_eq!(caps["resources"]["listChanged"], json!(true), "{caps}");
+
+    let listed = strings(&step(&report, 0)["uris"]);
+    for server in ["everything", "second"] {
+        let uri = gateway_uri(server, ARCHITECTURE);
+        assert!(listed.contains(&uri), "{uri} in {listed:?}");
+    }
+    assert!(
+        listed.iter().all(|u| u.starts_with("toolsearch://")),
+        "{listed:?}"
+    );
+    let templates = strings(&step(&report, 1)["templates"]);
+    assert!(
+        templates.contains(&gateway_uri("everything", TEXT_TEMPLATE))
+            && templates.contains(&gateway_uri("second", TEXT_TEMPLATE)),
+        "{templates:?}"
+    );
+
+    let read = &step(&report, 2)["contents"][0];
+    assert_eq!(read["uri"], json!(architecture), "{read}");
+    assert!(!read["text"].as_str().unwrap_or("").is_empty(), "{read}");
+    let read = &step(&report, 3)["contents"][0];
+    assert_eq!(read["uri"], json!(filled), "{read}");
+    assert!(read["text"].as_str().unwrap().contains('3'), "{read}");
+    // An upstream's own URI is not a gateway URI.
+    let raw = step(&report, 4);
+    assert_eq!(raw["code"], json!(-32002), "{raw}");
+    assert!(
+        raw["error"].as_str().unwrap().contains("toolsearch://"),
+        "{raw}"
+    );
+
+    // Resource links and embedded resources in tool results carry gateway URIs.
+    let links: Vec<&Value> = step(&report, 5)["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["type"] == "resource_link")
+        .collect();
+    assert_eq!(links.len(), 2, "{}", step(&report, 5));
+    assert!(
+        links.iter().all(|l| l["uri"]
+            .as_str()
+            .unwrap()
+            .starts_with("toolsearch://everything/demo://")),
+        "{links:?}"
+    );
+    let embedded = step(&report, 6)["content"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "resource")
+        .unwrap_or_else(|| panic!("{}", step(&report, 6)))
+        .clone();
+    assert_eq!(
+        embedded["resource"]["uri"],
+        json!(gateway_uri("second", "demo://resource/dynamic/text/2")),
+        "{embedded}"
+    );
+    // A linked URI reads back through the gateway.
+    let linked = &step(&report, 7)["contents"][0];
+    assert!(
+        linked["text"].as_str().is_some() || linked["blob"].as_str().is_some(),
+        "{linked}"
+    );
+
+    // Completions of a template's argument come from its upstream.
+    assert_eq!(
+        step(&report, 8)["values"],
+        json!(["7"]),
+        "{}",
+        step(&report, 8)
+    );
+
+    assert_eq!(step(&report, 9)["ok"], json!(true), "{}", step(&report, 9));
+    let updated = strings(&step(&report, 11)["updated"]);
+    assert!(updated.contains(&subscribed), "{updated:?}");
+    assert!(
+        updated.iter().all(|u| u == &subscribed),
+        "only the subscribed resource, under its gateway URI: {updated:?}"
+    );
+    assert_eq!(step(&report, 12)["ok"], json!(true), "{}", step(&report, 12));
+}
+
+#[test]
+fn resources_of_every_upstream_over_stdio() {
+    resources_session(Transport::Stdio);
+}
+
+#[test]
+fn resources_of_every_upstream_over_http() {
+    resources_session(Transport::Http);
+}
+
+/// A client that offers sampling, elicitation and roots: the upstream's requests made while it
+/// runs that client's calls reach it and its answers go back; the upstream's progress reaches
+/// it under its own token; log messages arrive named by their server once it set a level.
+fn client_requests_session(transport: Transport) {
+    let dir = peers::scratch("passthrough-cli");
+    let config = config(&dir);
+    let report = peers::run_client(
+        "mcp_client.py",
+        transport,
+        &config,
+        &json!({
+            "client": {
+                "sampling": "a haiku about gateways",
+                "elicitation": {"name": "Ada", "check": true},
+                "roots": [{"uri": "file:///srv/project", "name": "project"}]
+            },
+            "steps": [
+                {"op": "set_level", "level": "debug"},
+                {"op": "call_progress", "name": "second___trigger-long-running-operation", "arguments": {"duration": 1, "steps": 3}},
+                {"op": "call", "name": "everything___trigger-sampling-request", "arguments": {"prompt": "write", "maxTokens": 20}},
+                {"op": "call", "name": "second___trigger-elicitation-request"},
+                {"op": "call", "name": "everything___get-roots-list"},
+                {"op": "wait_log", "contains": "Roots updated"},
+                {"op": "asked"}
+            ]
+        }),
+    );
+    assert!(
+        report["initialize"]["capabilities"]["logging"].is_object(),
+        "{report}"
+    );
+
+    let progress = step(&report, 1);
+    assert_eq!(progress["is_error"], json!(false), "{progress}");
+    let ticks: Vec<f64> = progress["progress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p[0].as_f64().unwrap())
+        .collect();
+    assert_eq!(ticks, [1.0, 2.0, 3.0], "{progress}");
+    assert_eq!(progress["progress"][0][1], json!(3.0), "{progress}");
+
+    let sampled = step(&report, 2);
+    assert_eq!(sampled["is_error"], json!(false), "{sampled}");
+    assert!(
+        sampled["text"]
+            .as_str()
+            .unwrap()
+            .contains("a haiku about gateways"),
+        "{sampled}"
+    );
+    let elicited = step(&report, 3);
+    assert!(
+        elicited["text"].as_str().unwrap().contains("Name: Ada"),
+        "{elicited}"
+    );
+    let roots = step(&report, 4);
+    assert!(
+        roots["text"].as_str().unwrap().contains("file:///srv/project"),
+        "{roots}"
+    );
+
+    let logs = step(&report, 5)["logs"].as_array().unwrap().clone();
+    let roots_log = logs
+        .iter()
+        .find(|l| l["data"].as_str().unwrap_or("").contains("Roots updated"))
+        .unwrap();
+    assert_eq!(
+        roots_log["logger"],
+        json!("everything/everything-server"),
+        "log messages are named by their server: {roots_log}"
+    );
+
+    let asked: Vec<String> = step(&report, 6)["asked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["method"].as_str().unwrap().to_string())
+        .collect();
+    for method in ["sampling/createMessage", "elicitation/create", "roots/list"] {
+        assert!(asked.contains(&method.to_string()), "{method} in {asked:?}");
+    }
+    let sampling = step(&report, 6)["asked"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["method"] == "sampling/createMessage")
+        .unwrap()
+        .clone();
+    assert!(
+        sampling["params"]["messages"][0]["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("write"),
+        "the upstream's request reaches the client as it was sent: {sampling}"
+    );
+}
+
+#[test]
+fn client_requests_progress_and_logs_over_stdio() {
+    client_requests_session(Transport::Stdio);
+}
+
+#[test]
+fn client_requests_progress_and_logs_over_http() {
+    client_requests_session(Transport::Http);
+}
+
+/// A client that offers neither sampling nor elicitation: the upstream's request gets the
+/// standard "method not found" answer, and the call reports it instead of hanging.
+#[test]
+fn a_client_without_the_capability_gets_the_upstream_a_standard_error() {
+    let dir = peers::scratch("passthrough-cli");
+    let config = config(&dir);
+    let report = peers::run_client(
+        "mcp_client.py",
+        Transport::Http,
+        &config,
+        &json!([
+            {"op": "call", "name": "everything___trigger-sampling-request", "arguments": {"prompt": "write"}},
+            {"op": "call", "name": "everything___trigger-elicitation-request"}
+        ]),
+    );
+    for index in [0, 1] {
+        let call = step(&report, index);
+        assert_eq!(call["is_error"], json!(true), "{call}");
+        let text = call["text"].as_str().unwrap();
+        assert!(
+            text.contains("-32601") && text.contains("does not support"),
+            "{call}"
+        );
+    }
+}
