@@ -749,10 +749,12 @@ fn prompts_list_changed_session(transport: Transport) {
         &config,
         json!([
             {"op": "prompts"},
+            {"op": "call", "name": "search_prompts", "arguments": {"query": "farewell"}},
             {"op": "call", "name": "notes___add_prompt", "arguments": {"name": "farewell"}},
             {"op": "wait_prompts_changed"},
             {"op": "prompts"},
-            {"op": "get_prompt", "name": "notes___farewell"}
+            {"op": "get_prompt", "name": "notes___farewell"},
+            {"op": "call", "name": "search_prompts", "arguments": {"query": "farewell"}}
         ]),
     );
     let init = &report["initialize"];
@@ -767,16 +769,21 @@ fn prompts_list_changed_session(transport: Transport) {
         !before.contains(&"notes___farewell".to_string()),
         "{before:?}"
     );
-    assert_eq!(step(&report, 1)["text"], "added", "{}", step(&report, 1));
-    assert!(step(&report, 2)["prompts_changed"].as_u64() >= Some(1));
-    let after = names(step(&report, 3));
+    let before = &step(&report, 1)["structured"]["results"];
+    assert_eq!(before, &json!([]), "not there yet: {before}");
+    assert_eq!(step(&report, 2)["text"], "added", "{}", step(&report, 2));
+    assert!(step(&report, 3)["prompts_changed"].as_u64() >= Some(1));
+    let after = names(step(&report, 4));
     assert!(after.contains(&"notes___farewell".to_string()), "{after:?}");
     assert_eq!(
-        step(&report, 4)["messages"][0]["content"]["text"],
+        step(&report, 5)["messages"][0]["content"]["text"],
         "This is the farewell prompt.",
         "{}",
-        step(&report, 4)
+        step(&report, 5)
     );
+    // search_prompts re-reads the upstreams after their prompts changed.
+    let found = &step(&report, 6)["structured"]["results"][0];
+    assert_eq!(found["name"], "notes___farewell", "{}", step(&report, 6));
 }
 
 #[test]

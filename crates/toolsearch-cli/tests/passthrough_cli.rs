@@ -162,7 +162,12 @@ fn resources_session(transport: Transport) {
         updated.iter().all(|u| u == &subscribed),
         "only the subscribed resource, under its gateway URI: {updated:?}"
     );
-    assert_eq!(step(&report, 12)["ok"], json!(true), "{}", step(&report, 12));
+    assert_eq!(
+        step(&report, 12)["ok"],
+        json!(true),
+        "{}",
+        step(&report, 12)
+    );
 }
 
 #[test]
@@ -234,7 +239,10 @@ fn client_requests_session(transport: Transport) {
     );
     let roots = step(&report, 4);
     assert!(
-        roots["text"].as_str().unwrap().contains("file:///srv/project"),
+        roots["text"]
+            .as_str()
+            .unwrap()
+            .contains("file:///srv/project"),
         "{roots}"
     );
 
@@ -308,4 +316,81 @@ fn a_client_without_the_capability_gets_the_upstream_a_standard_error() {
             "{call}"
         );
     }
+}
+
+/// `search_prompts` finds the upstreams' prompts and resource templates by what they do, in the
+/// same namespaces; `get_prompt` renders a prompt with its arguments.
+fn prompt_search_session(transport: Transport) {
+    let dir = peers::scratch("passthrough-cli");
+    let config = config(&dir);
+    let report = peers::run_client(
+        "mcp_client.py",
+        transport,
+        &config,
+        &json!([
+            {"op": "list"},
+            {"op": "call", "name": "search_prompts", "arguments": {"query": "a prompt that embeds a resource reference"}},
+            {"op": "call", "name": "search_prompts", "arguments": {"query": "dynamic text resource", "limit": 2}},
+            {"op": "call", "name": "get_prompt", "arguments": {"name": "second___args-prompt", "arguments": {"city": "Lisbon"}}},
+            {"op": "call", "name": "call_tool", "arguments": {"name": "get_prompt", "arguments": {"name": "args-prompt"}}}
+        ]),
+    );
+    let listed = strings(&step(&report, 0)["names"]);
+    assert!(
+        listed.contains(&"search_prompts".to_string())
+            && listed.contains(&"get_prompt".to_string()),
+        "{listed:?}"
+    );
+
+    let found = &step(&report, 1)["structured"]["results"];
+    let first = &found[0];
+    assert_eq!(first["kind"], "prompt", "{found}");
+    assert!(
+        first["name"]
+            .as_str()
+            .unwrap()
+            .ends_with("___resource-prompt"),
+        "{found}"
+    );
+    assert!(
+        first["arguments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["name"] == "resourceType"),
+        "{found}"
+    );
+
+    let templates = &step(&report, 2)["structured"]["results"];
+    assert_eq!(templates.as_array().unwrap().len(), 2, "{templates}");
+    assert_eq!(templates[0]["kind"], "resource_template", "{templates}");
+    let uri = templates[0]["name"].as_str().unwrap();
+    assert!(
+        uri.starts_with("toolsearch://")
+            && uri.ends_with("demo://resource/dynamic/text/{resourceId}"),
+        "{templates}"
+    );
+
+    let rendered = step(&report, 3);
+    assert_eq!(rendered["is_error"], json!(false), "{rendered}");
+    assert_eq!(
+        rendered["structured"]["messages"][0]["content"]["text"], "What's weather in Lisbon?",
+        "{rendered}"
+    );
+    let unknown = step(&report, 4);
+    assert_eq!(unknown["is_error"], json!(true), "{unknown}");
+    assert!(
+        unknown["text"].as_str().unwrap().contains("prompts/list"),
+        "{unknown}"
+    );
+}
+
+#[test]
+fn prompts_found_by_what_they_do_over_stdio() {
+    prompt_search_session(Transport::Stdio);
+}
+
+#[test]
+fn prompts_found_by_what_they_do_over_http() {
+    prompt_search_session(Transport::Http);
 }

@@ -395,6 +395,10 @@ pub struct ToolSearchConfig {
     /// Large upstream outputs kept out of the context (`[toolSearch.offload]`).
     #[serde(default)]
     pub offload: OffloadConfig,
+    /// Serve `search_prompts` and `get_prompt` (the upstreams' prompts and resource templates,
+    /// found by what they do). On by default.
+    #[serde(default = "default_true")]
+    pub search_prompts: bool,
     /// Search by meaning (`[toolSearch.semantic]`).
     #[serde(default)]
     pub semantic: SemanticConfig,
@@ -512,6 +516,7 @@ impl Default for ToolSearchConfig {
             debug: false,
             call_timeout_secs: default_call_timeout(),
             offload: OffloadConfig::default(),
+            search_prompts: true,
             semantic: SemanticConfig::default(),
         }
     }

@@ -190,13 +190,16 @@ impl ServerHandler for GatewayService {
 
     async fn list_prompts(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         self.bind(&context.extensions)?;
         self.gateway.attach_peer(self.session_id(), &context.peer);
         let prompts = self.gateway.list_prompts(self.session_id()).await;
-        Ok(ListPromptsResult::with_all_items(prompts))
+        let (prompts, next_cursor) = page(prompts, request.as_ref())?;
+        let mut result = ListPromptsResult::with_all_items(prompts);
+        result.next_cursor = next_cursor;
+        Ok(result)
     }
 
     async fn get_prompt(
@@ -229,18 +232,21 @@ impl ServerHandler for GatewayService {
 
     async fn list_resources(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         self.bind(&context.extensions)?;
         self.gateway.attach_peer(self.session_id(), &context.peer);
         let resources = self.gateway.list_resources(self.session_id()).await;
-        Ok(ListResourcesResult::with_all_items(resources))
+        let (resources, next_cursor) = page(resources, request.as_ref())?;
+        let mut result = ListResourcesResult::with_all_items(resources);
+        result.next_cursor = next_cursor;
+        Ok(result)
     }
 
     async fn list_resource_templates(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         self.bind(&context.extensions)?;
@@ -249,7 +255,10 @@ impl ServerHandler for GatewayService {
             .gateway
             .list_resource_templates(self.session_id())
             .await;
-        Ok(ListResourceTemplatesResult::with_all_items(templates))
+        let (templates, next_cursor) = page(templates, request.as_ref())?;
+        let mut result = ListResourceTemplatesResult::with_all_items(templates);
+        result.next_cursor = next_cursor;
+        Ok(result)
     }
 
     async fn read_resource(
@@ -324,6 +333,42 @@ impl ServerHandler for GatewayService {
     ) -> Result<CustomResult, ErrorData> {
         Err(custom_request_error(&request.method, request.params))
     }
+}
+
+/// Items per page of the aggregated lists (prompts, resources, templates).
+const PAGE_SIZE: usize = 100;
+
+/// One page of an aggregated list: the cursor is the position of the page's first item, and the
+/// next page's cursor is given while items remain. A cursor that is not one is invalid params.
+fn page<T>(
+    items: Vec<T>,
+    request: Option<&PaginatedRequestParams>,
+) -> Result<(Vec<T>, Option<String>), ErrorData> {
+    page_of(items, request.and_then(|r| r.cursor.as_deref()), PAGE_SIZE)
+}
+
+fn page_of<T>(
+    items: Vec<T>,
+    cursor: Option<&str>,
+    size: usize,
+) -> Result<(Vec<T>, Option<String>), ErrorData> {
+    let start = match cursor {
+        None => 0,
+        Some(cursor) => cursor
+            .parse::<usize>()
+            .ok()
+            .filter(|&start| start <= items.len())
+            .ok_or_else(|| {
+                ErrorData::invalid_params(
+                    format!("cursor `{cursor}` is not one this server gave; list again without a cursor"),
+                    None,
+                )
+            })?,
+    };
+    let end = start.saturating_add(size).min(items.len());
+    let next = (end < items.len()).then(|| end.to_string());
+    let page = items.into_iter().skip(start).take(end - start).collect();
+    Ok((page, next))
 }
 
 /// A prompt or resource request's failure on the wire: a name or URI the session cannot use is
@@ -556,6 +601,26 @@ pub async fn serve_http(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn aggregated_lists_are_paged_by_position() {
+        let items: Vec<u32> = (0..250).collect();
+        let (first, next) = page_of(items.clone(), None, 100).unwrap();
+        assert_eq!(
+            (first.len(), first[0], next.as_deref()),
+            (100, 0, Some("100"))
+        );
+        let (second, next) = page_of(items.clone(), next.as_deref(), 100).unwrap();
+        assert_eq!((second[0], next.as_deref()), (100, Some("200")));
+        let (last, next) = page_of(items.clone(), next.as_deref(), 100).unwrap();
+        assert_eq!((last.len(), last[49], next), (50, 249, None));
+        let (whole, next) = page_of(vec![1, 2], None, 100).unwrap();
+        assert_eq!((whole, next), (vec![1, 2], None));
+        for bad in ["x", "-1", "251"] {
+            let e = page_of(items.clone(), Some(bad), 100).unwrap_err();
+            assert_eq!(e.code, ErrorCode::INVALID_PARAMS, "{bad}");
+        }
+    }
 
     #[test]
     fn requests_rmcp_cannot_type_are_invalid_params_or_unknown_methods() {

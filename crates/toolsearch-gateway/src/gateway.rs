@@ -23,11 +23,14 @@ use tokio_util::sync::CancellationToken;
 use toolsearch_core::disclosure::{
     error_result, Caller, Disclosure, DisclosureConfig, Dispatch, ExposedTool, ServerStatus,
 };
-use toolsearch_core::{Preset, Scope, SearchConfig, SearchEngine, ServedId, Tool, ToolId};
+use toolsearch_core::{
+    parse_arguments, Preset, Scope, SearchConfig, SearchEngine, ServedId, Tool, ToolId,
+};
 
 use crate::config::GatewayConfig;
 use crate::error::{GatewayError, Result};
 use crate::offload::{self, OffloadError, OffloadStore, OffloadTool};
+use crate::prompt_search::{self, GetPromptArgs, PromptIndex, PromptTool, SearchPromptsArgs};
 use crate::relay::CallOrigin;
 use crate::resources;
 use crate::rest::SharedEngine;
@@ -80,6 +83,10 @@ pub struct Gateway {
     status: Arc<dyn ServerStatus>,
     /// The large-output tools served through the disclosure, by the id it gave each.
     offload_tools: Vec<(ServedId, OffloadTool)>,
+    /// `search_prompts` and `get_prompt`, when `toolSearch.searchPrompts` is on.
+    prompt_tools: Vec<(ServedId, PromptTool)>,
+    /// The upstreams' prompts and resource templates, for `search_prompts`.
+    prompt_index: PromptIndex,
     sessions: Mutex<HashMap<String, SessionEntry>>,
     next_session: AtomicU64,
     call_timeout: Duration,
@@ -153,6 +160,14 @@ impl Gateway {
         } else {
             Vec::new()
         };
+        let prompt_tools = if config.tool_search.search_prompts {
+            PromptTool::ALL
+                .into_iter()
+                .map(|tool| (disclosure.serve(tool.decl()), tool))
+                .collect()
+        } else {
+            Vec::new()
+        };
         // Subscribe before reading the current tools so that no change falls in between.
         let events = upstreams.subscribe();
         let engine = Arc::new(RwLock::new(engine));
@@ -161,6 +176,8 @@ impl Gateway {
             semantic,
             status,
             offload_tools,
+            prompt_tools,
+            prompt_index: PromptIndex::default(),
             call_timeout: config.tool_search.call_timeout(),
             offload: config
                 .tool_search
@@ -771,7 +788,15 @@ impl Gateway {
                 json_result(outcome.result, false)
             }
             Ok(Dispatch::Served { id, arguments }) => {
-                self.call_offload(session, id, arguments, cancel).await
+                let prompt_tool = self
+                    .prompt_tools
+                    .iter()
+                    .find(|(served, _)| *served == id)
+                    .map(|(_, tool)| *tool);
+                match prompt_tool {
+                    Some(tool) => self.call_prompt_tool(session, tool, arguments).await,
+                    None => self.call_offload(session, id, arguments, cancel).await,
+                }
             }
             Ok(Dispatch::Call { tool, arguments }) => {
                 let arguments = match arguments {
@@ -808,6 +833,84 @@ impl Gateway {
                 }
             }
         }
+    }
+
+    /// Runs `search_prompts` or `get_prompt` for a session, in its scope.
+    async fn call_prompt_tool(
+        &self,
+        session: &str,
+        tool: PromptTool,
+        arguments: Value,
+    ) -> CallToolResult {
+        let refused = |message: String| json_result(serde_json::json!({ "error": message }), true);
+        match tool {
+            PromptTool::Search => {
+                let args: SearchPromptsArgs = match parse_arguments(tool.name(), arguments) {
+                    Ok(args) => args,
+                    Err(e) => return refused(e.to_string()),
+                };
+                if self.prompt_index.needs_rebuild() {
+                    self.rebuild_prompt_index().await;
+                }
+                let limit = args.limit.unwrap_or(5).clamp(1, 20);
+                let scope = self.session_scope(session);
+                match self.prompt_index.search(&args.query, limit, &scope) {
+                    Ok(results) => match serde_json::to_value(results) {
+                        Ok(value) => json_result(value, false),
+                        Err(e) => refused(format!("cannot write the results: {e}")),
+                    },
+                    Err(e) => refused(e.to_string()),
+                }
+            }
+            PromptTool::Get => {
+                let args: GetPromptArgs = match parse_arguments(tool.name(), arguments) {
+                    Ok(args) => args,
+                    Err(e) => return refused(e.to_string()),
+                };
+                match self.get_prompt(session, &args.name, args.arguments).await {
+                    Ok(prompt) => match serde_json::to_value(prompt) {
+                        Ok(value) => json_result(value, false),
+                        Err(e) => refused(format!("cannot write the prompt: {e}")),
+                    },
+                    Err(e) => refused(e.to_string()),
+                }
+            }
+        }
+    }
+
+    /// Lists every ready upstream's prompts and resource templates into the prompt index.
+    async fn rebuild_prompt_index(&self) {
+        self.prompt_index.begin_rebuild();
+        let mut servers = Vec::new();
+        for server in self.upstreams.servers() {
+            let Ok(peer) = self.upstreams.ready_peer(&server) else {
+                continue;
+            };
+            let capabilities = peer.peer_info().map(|info| info.capabilities.clone());
+            let mut entries = Vec::new();
+            if capabilities.as_ref().is_some_and(|c| c.prompts.is_some()) {
+                let listed =
+                    tokio::time::timeout(self.upstreams.call_timeout(), peer.list_all_prompts())
+                        .await;
+                for prompt in upstream_list(&server, "prompts/list", listed).unwrap_or_default() {
+                    entries.push(prompt_search::prompt_as_tool(&server, &prompt));
+                }
+            }
+            if capabilities.as_ref().is_some_and(|c| c.resources.is_some()) {
+                let listed = tokio::time::timeout(
+                    self.upstreams.call_timeout(),
+                    peer.list_all_resource_templates(),
+                )
+                .await;
+                for template in
+                    upstream_list(&server, "resources/templates/list", listed).unwrap_or_default()
+                {
+                    entries.push(prompt_search::template_as_tool(&server, &template));
+                }
+            }
+            servers.push((server, entries));
+        }
+        self.prompt_index.rebuild(servers);
     }
 
     /// Runs one of the large-output tools the disclosure dispatched to. A cancelled call is
@@ -943,22 +1046,28 @@ async fn follow_upstreams(
         };
         match event {
             Ok(UpstreamEvent::ToolsChanged { server, tools }) => {
+                // Also after a (re)start: its prompts and templates may have changed with it.
+                gateway.prompt_index.mark_stale();
                 gateway.index_server(&server, tools);
                 gateway.notify_changed_sessions().await;
             }
             Ok(UpstreamEvent::StateChanged { server, state }) => {
                 tracing::info!(server, %state, "upstream state");
+                gateway.prompt_index.mark_stale();
                 if state.is_ready() {
                     gateway.restore_upstream(&server).await;
                 }
             }
             Ok(UpstreamEvent::PromptsChanged { server }) => {
+                gateway.prompt_index.mark_stale();
                 gateway.notify_prompts_changed(&server).await;
             }
             Ok(UpstreamEvent::ResourcesChanged { server }) => {
+                gateway.prompt_index.mark_stale();
                 gateway.notify_resources_changed(&server).await;
             }
             Err(RecvError::Lagged(missed)) => {
+                gateway.prompt_index.mark_stale();
                 tracing::warn!(missed, "missed upstream events; re-indexing every server");
                 gateway.resync();
                 gateway.notify_changed_sessions().await;

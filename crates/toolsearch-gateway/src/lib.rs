@@ -9,6 +9,8 @@
 //! - [`offload`]: large upstream outputs stored per session and read back in pieces.
 //! - [`http_config`]: the `http` config section: the listener's limits and its `Host`/`Origin` rules.
 //! - [`semantic`]: the embedding model loaded and the tools' vectors computed in the background.
+//! - [`prompt_search`]: `search_prompts` and `get_prompt`, the upstreams' prompts and resource
+//!   templates found by what they do.
 //! - [`resources`]: upstream resource URIs made unique (`toolsearch://<server>/<uri>`) and mapped back.
 //! - [`relay`]: what flows between sessions and upstreams besides requests: upstream requests to the
 //!   client (sampling, elicitation, roots), progress, log messages and resource updates.
@@ -20,6 +22,7 @@ pub mod error;
 pub mod gateway;
 pub mod http_config;
 pub mod offload;
+pub mod prompt_search;
 pub mod relay;
 pub mod resources;
 pub mod rest;

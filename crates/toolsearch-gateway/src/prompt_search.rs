@@ -1,0 +1,396 @@
+//! Search over what is not a tool: the upstreams' prompts and resource templates, found by a
+//! request in words ("the prompt that writes release notes") the way tools are.
+//!
+//! They are served as a sibling of the search meta-tool, `search_prompts`, with `get_prompt` to
+//! render what it found, rather than as a `kind` filter on `search_tools`: every result of
+//! `search_tools` is a tool that `call_tool` runs, with one output schema shared by the MCP, REST
+//! and CLI faces, and a prompt is neither callable nor shaped like a tool. A model that never
+//! needs a prompt pays for two short definitions; `toolSearch.searchPrompts = false` removes them.
+//!
+//! The index is a second [`SearchEngine`] of the core (one model of a tool: a prompt becomes a
+//! tool whose parameters are its arguments, tagged `prompt`; a template one whose parameters are
+//! its URI variables, tagged `resource_template`). It is rebuilt from the upstreams on the first
+//! search after one of them listed, restarted or said its prompts or resources changed.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Map, Value};
+use toolsearch_core::{
+    Filters, Scope, SearchConfig, SearchEngine, SearchMode, SearchRequest, Tool, ToolDecl,
+    ToolSchema,
+};
+
+/// The two served tools.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PromptTool {
+    Search,
+    Get,
+}
+
+/// Arguments of `search_prompts`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SearchPromptsArgs {
+    /// What it should do.
+    pub query: String,
+    /// Results, 1-20 (default 5).
+    #[serde(default)]
+    pub limit: Option<usize>,
+}
+
+/// Arguments of `get_prompt`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetPromptArgs {
+    /// As search_prompts gave it.
+    pub name: String,
+    /// String values.
+    #[serde(default)]
+    pub arguments: Option<Map<String, Value>>,
+}
+
+/// One thing `search_prompts` found.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PromptMatch {
+    /// `prompt` or `resource_template`.
+    pub kind: String,
+    /// A prompt's name for `get_prompt` (`server___prompt`), or a template's gateway URI template.
+    pub name: String,
+    pub description: String,
+    /// The prompt's arguments or the template's variables.
+    pub arguments: Vec<PromptArgumentInfo>,
+    pub score: f32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct PromptArgumentInfo {
+    pub name: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    pub required: bool,
+}
+
+/// What `search_prompts` returns.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+pub struct PromptSearchResults {
+    pub query: String,
+    pub results: Vec<PromptMatch>,
+}
+
+const PROMPT_TAG: &str = "prompt";
+const TEMPLATE_TAG: &str = "resource_template";
+
+impl PromptTool {
+    pub const ALL: [PromptTool; 2] = [PromptTool::Search, PromptTool::Get];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            PromptTool::Search => "search_prompts",
+            PromptTool::Get => "get_prompt",
+        }
+    }
+
+    /// The tool's declaration, served through the disclosure beside the meta-tools.
+    pub fn decl(self) -> ToolDecl {
+        match self {
+            PromptTool::Search => ToolDecl::new::<SearchPromptsArgs>(
+                self.name(),
+                "Find the servers' prompts (ready-made instructions) and resource templates by what they do.",
+            )
+            .returns::<PromptSearchResults>(),
+            PromptTool::Get => ToolDecl::new::<GetPromptArgs>(
+                self.name(),
+                "Get a prompt's messages, its arguments filled in.",
+            ),
+        }
+        .annotated(json!({"readOnlyHint": true, "openWorldHint": false}))
+    }
+}
+
+/// A prompt as the index's tool: its arguments as string parameters.
+pub fn prompt_as_tool(server: &str, prompt: &rmcp::model::Prompt) -> Tool {
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    for argument in prompt.arguments.iter().flatten() {
+        let mut property = json!({"type": "string"});
+        if let Some(description) = &argument.description {
+            property["description"] = json!(description);
+        }
+        properties.insert(argument.name.clone(), property);
+        if argument.required == Some(true) {
+            required.push(json!(argument.name));
+        }
+    }
+    let description = prompt
+        .description
+        .clone()
+        .or_else(|| prompt.title.clone())
+        .unwrap_or_default();
+    let mut tool = Tool::new(prompt.name.clone(), description);
+    tool.server = server.to_string();
+    tool.input_schema = schema(properties, required);
+    tool.tags = vec![PROMPT_TAG.to_string()];
+    tool
+}
+
+/// A resource template as the index's tool: its URI variables as parameters; named by its gateway
+/// URI template.
+pub fn template_as_tool(server: &str, template: &rmcp::model::ResourceTemplate) -> Tool {
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    for variable in template_variables(&template.uri_template) {
+        properties.insert(variable.clone(), json!({"type": "string"}));
+        required.push(json!(variable));
+    }
+    let mut description = template.name.clone();
+    if let Some(more) = template.description.as_ref().or(template.title.as_ref()) {
+        description = format!("{description}: {more}");
+    }
+    let mut tool = Tool::new(template.uri_template.clone(), description);
+    tool.server = server.to_string();
+    tool.input_schema = schema(properties, required);
+    tool.tags = vec![TEMPLATE_TAG.to_string()];
+    tool
+}
+
+fn schema(properties: Map<String, Value>, required: Vec<Value>) -> ToolSchema {
+    ToolSchema::from(json!({"type": "object", "properties": properties, "required": required}))
+}
+
+/// The variable names of an RFC 6570 template (`{id}`, `{+path}`, `{?q,lang}`).
+fn template_variables(template: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut rest = template;
+    while let Some(open) = rest.find('{') {
+        let Some(close) = rest[open..].find('}') else {
+            break;
+        };
+        let inner =
+            rest[open + 1..open + close].trim_start_matches(['+', '#', '.', '/', ';', '?', '&']);
+        for name in inner.split(',') {
+            let name = name.trim_end_matches('*');
+            let name = name.split(':').next().unwrap_or(name);
+            if !name.is_empty() && !names.iter().any(|n| n == name) {
+                names.push(name.to_string());
+            }
+        }
+        rest = &rest[open + close + 1..];
+    }
+    names
+}
+
+/// The prompts and templates of every upstream, indexed; rebuilt when marked stale.
+#[derive(Debug, Default)]
+pub struct PromptIndex {
+    engine: Mutex<Option<SearchEngine>>,
+    stale: AtomicBool,
+}
+
+impl PromptIndex {
+    /// The index no longer matches the upstreams: the next search rebuilds it.
+    pub fn mark_stale(&self) {
+        self.stale.store(true, Ordering::Release);
+    }
+
+    /// Whether the next search must rebuild the index first.
+    pub fn needs_rebuild(&self) -> bool {
+        self.stale.load(Ordering::Acquire)
+            || self
+                .engine
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .is_none()
+    }
+
+    /// Replaces the index with `servers`' prompts and templates (as tools).
+    pub fn rebuild(&self, servers: Vec<(String, Vec<Tool>)>) {
+        // Cleared before listing: a change that arrives while the lists are read marks it again.
+        let mut engine = match SearchEngine::new(SearchConfig::default()) {
+            Ok(engine) => engine,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot build the prompt index");
+                return;
+            }
+        };
+        let mut count = 0;
+        for (server, tools) in servers {
+            count += tools.len();
+            if tools.is_empty() {
+                continue;
+            }
+            if let Err(e) = engine.replace_server(&server, tools) {
+                tracing::warn!(server, error = %e, "prompts and templates of this server left out of their index");
+            }
+        }
+        tracing::debug!(entries = count, "prompt index rebuilt");
+        *self.engine.lock().unwrap_or_else(|e| e.into_inner()) = Some(engine);
+    }
+
+    /// Clears the stale mark; call before reading the upstreams for [`rebuild`](Self::rebuild).
+    pub fn begin_rebuild(&self) {
+        self.stale.store(false, Ordering::Release);
+    }
+
+    /// The best matches for `query` within `scope`, prompts named as `get_prompt` takes them and
+    /// templates by their gateway URI template.
+    pub fn search(
+        &self,
+        query: &str,
+        limit: usize,
+        scope: &Scope,
+    ) -> Result<PromptSearchResults, toolsearch_core::Error> {
+        let guard = self.engine.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(engine) = guard.as_ref() else {
+            return Ok(PromptSearchResults {
+                query: query.to_string(),
+                results: Vec::new(),
+            });
+        };
+        let filters = Filters {
+            scope: scope.clone(),
+            ..Filters::default()
+        };
+        let request = SearchRequest::new(query)
+            .mode(SearchMode::Keyword)
+            .limit(limit)
+            .filters(filters);
+        let response = engine.search(&request)?;
+        let naming = engine.naming();
+        let results = response
+            .tools
+            .iter()
+            .map(|hit| {
+                let tool = &hit.tool;
+                let template = tool.tags.iter().any(|t| t == TEMPLATE_TAG);
+                PromptMatch {
+                    kind: if template { TEMPLATE_TAG } else { PROMPT_TAG }.to_string(),
+                    name: if template {
+                        crate::resources::public_uri(&tool.server, &tool.name)
+                    } else {
+                        naming.tool_name(tool)
+                    },
+                    description: tool.description.clone(),
+                    arguments: arguments_of(tool),
+                    score: hit.score,
+                }
+            })
+            .collect();
+        Ok(PromptSearchResults {
+            query: query.to_string(),
+            results,
+        })
+    }
+}
+
+fn arguments_of(tool: &Tool) -> Vec<PromptArgumentInfo> {
+    let schema = tool.input_schema.to_value();
+    let required: Vec<&str> = schema["required"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    schema["properties"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, property)| PromptArgumentInfo {
+            name: name.clone(),
+            description: property["description"].as_str().unwrap_or("").to_string(),
+            required: required.contains(&name.as_str()),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn template_variables_of_every_operator() {
+        assert_eq!(
+            template_variables("demo://resource/dynamic/text/{resourceId}"),
+            ["resourceId"]
+        );
+        assert_eq!(
+            template_variables("file:///{+path}{?q,lang}{#frag}"),
+            ["path", "q", "lang", "frag"]
+        );
+        assert_eq!(
+            template_variables("x://{a}/{a}/{b*}/{c:3}"),
+            ["a", "b", "c"]
+        );
+        assert!(template_variables("x://plain").is_empty());
+        assert!(template_variables("x://{unclosed").is_empty());
+    }
+
+    #[test]
+    fn prompts_and_templates_are_found_by_what_they_do() {
+        let prompt: rmcp::model::Prompt = serde_json::from_value(json!({
+            "name": "release-notes",
+            "description": "Write release notes from the merged pull requests",
+            "arguments": [{"name": "version", "description": "The version to release", "required": true}]
+        }))
+        .unwrap();
+        let other: rmcp::model::Prompt = serde_json::from_value(json!({
+            "name": "greet", "description": "Say hello to a person"
+        }))
+        .unwrap();
+        let template: rmcp::model::ResourceTemplate = serde_json::from_value(json!({
+            "uriTemplate": "file:///logs/{day}", "name": "Daily logs", "description": "The server log of one day"
+        }))
+        .unwrap();
+        let index = PromptIndex::default();
+        assert!(index.needs_rebuild());
+        index.begin_rebuild();
+        index.rebuild(vec![(
+            "repo".into(),
+            vec![
+                prompt_as_tool("repo", &prompt),
+                prompt_as_tool("repo", &other),
+                template_as_tool("repo", &template),
+            ],
+        )]);
+        assert!(!index.needs_rebuild());
+
+        let found = index
+            .search("write the release notes", 5, &Scope::all())
+            .unwrap();
+        let first = &found.results[0];
+        assert_eq!(first.kind, "prompt");
+        assert_eq!(first.name, "repo___release-notes");
+        assert_eq!(
+            first.arguments,
+            [PromptArgumentInfo {
+                name: "version".into(),
+                description: "The version to release".into(),
+                required: true
+            }]
+        );
+
+        let found = index
+            .search("server logs of a day", 5, &Scope::all())
+            .unwrap();
+        assert_eq!(found.results[0].kind, "resource_template");
+        assert_eq!(
+            found.results[0].name,
+            "toolsearch://repo/file:///logs/{day}"
+        );
+        assert_eq!(found.results[0].arguments[0].name, "day");
+
+        // Outside the caller's scope, nothing is found.
+        let none = Scope::none();
+        assert!(index
+            .search("release notes", 5, &none)
+            .unwrap()
+            .results
+            .is_empty());
+
+        index.mark_stale();
+        assert!(index.needs_rebuild());
+    }
+}
