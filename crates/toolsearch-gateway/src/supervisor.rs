@@ -461,6 +461,14 @@ impl UpstreamManager {
             };
             let answer = handle.await_response().await;
             abandon.id = None;
+            if origin.is_some_and(|o| o.progress_token.is_some()) {
+                // rmcp hands each notification to a task of its own and the answer straight to
+                // this one, which tends to run first: let the progress read before the answer
+                // reach the client before it.
+                for _ in 0..4 {
+                    tokio::task::yield_now().await;
+                }
+            }
             answer
         };
         let call = tokio::time::timeout(timeout, call);

@@ -33,11 +33,14 @@ PLAN_JSON is a list of steps, each run in order on one session:
     {"op": "call_progress", "name": N, "arguments": {...}}
                                                    -> the call's summary plus {"progress": [[progress, total, message], ...]}
     {"op": "asked"}                                -> {"asked": [...]}: the server's requests this client answered
+                                                      (or saw cancelled: {"method", "cancelled": true})
+    {"op": "wait_cancelled"}                       -> {"asked": [...]} once a request was seen cancelled
     {"op": "kill_pidfile", "path": P}              -> {"killed": pid}
     {"op": "touch" | "rm", "path": P}              -> creates or removes a file (the fault tests' switch)
 PLAN_JSON may also be {"client": {...}, "steps": [...]}, where "client" turns on what the client
 offers the server: "sampling": TEXT (answers sampling/createMessage with TEXT), "elicitation":
-{CONTENT} (accepts elicitation/create with CONTENT), "roots": [{"uri": U, "name": N}, ...].
+{CONTENT} (accepts elicitation/create with CONTENT), "elicitation": "hang" (never answers, and
+records the request's cancellation), "roots": [{"uri": U, "name": N}, ...].
 The output is one JSON object: {"initialize": {...}, "steps": [...]} on stdout.
 """
 
@@ -108,7 +111,15 @@ def client_callbacks(recorder, offers):
         callbacks["sampling_callback"] = sampling
     if "elicitation" in offers:
         async def elicitation(context, params):
-            recorder.asked.append({"method": "elicitation/create", "params": dump(params)})
+            asked = {"method": "elicitation/create", "params": dump(params)}
+            recorder.asked.append(asked)
+            if offers["elicitation"] == "hang":
+                try:
+                    await asyncio.sleep(GUARD_SECONDS)
+                except BaseException:  # the server cancelled its request
+                    asked["cancelled"] = True
+                    recorder.changed.set()
+                    raise
             return types.ElicitResult(action="accept", content=offers["elicitation"])
         callbacks["elicitation_callback"] = elicitation
     if "roots" in offers:
@@ -250,6 +261,9 @@ async def run_step(client, recorder, step):
         summary["progress"] = progress
         return summary
     if op == "asked":
+        return {"asked": list(recorder.asked)}
+    if op == "wait_cancelled":
+        await recorder.wait_for(lambda: any(a.get("cancelled") for a in recorder.asked))
         return {"asked": list(recorder.asked)}
     if op == "kill_pidfile":
         with open(step["path"]) as f:
