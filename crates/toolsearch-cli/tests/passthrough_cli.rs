@@ -443,3 +443,52 @@ fn an_upstream_cancelling_its_request_cancels_it_at_the_client() {
     assert_eq!(asked["method"], "elicitation/create", "{asked}");
     assert_eq!(asked["cancelled"], json!(true), "{asked}");
 }
+
+/// An upstream whose resources change: the client is told with
+/// `notifications/resources/list_changed` and lists and reads the new one.
+fn resources_list_changed_session(transport: Transport) {
+    let dir = peers::scratch("passthrough-cli");
+    let config = dir.join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcpServers.notes]\ncommand = {}\nargs = [{}]\n\n[toolSearch]\npreset = \"search\"\n",
+            toml_str(&peers::venv_python()),
+            toml_str(&peers::client("prompts_server.py"))
+        ),
+    )
+    .unwrap();
+    let report = peers::run_client(
+        "mcp_client.py",
+        transport,
+        &config,
+        &json!([
+            {"op": "resources"},
+            {"op": "call", "name": "notes___add_resource", "arguments": {"name": "todo"}},
+            {"op": "wait_resources_changed"},
+            {"op": "resources"},
+            {"op": "read", "uri": "toolsearch://notes/notes://todo"}
+        ]),
+    );
+    let before = strings(&step(&report, 0)["uris"]);
+    assert_eq!(before, ["toolsearch://notes/notes://greet"], "{before:?}");
+    assert!(step(&report, 2)["resources_changed"].as_u64() >= Some(1));
+    let after = strings(&step(&report, 3)["uris"]);
+    assert!(
+        after.contains(&"toolsearch://notes/notes://todo".to_string()),
+        "{after:?}"
+    );
+    let read = &step(&report, 4)["contents"][0];
+    assert_eq!(read["text"], "The todo note.", "{read}");
+    assert_eq!(read["uri"], "toolsearch://notes/notes://todo", "{read}");
+}
+
+#[test]
+fn resources_list_changed_reaches_the_client_over_stdio() {
+    resources_list_changed_session(Transport::Stdio);
+}
+
+#[test]
+fn resources_list_changed_reaches_the_client_over_http() {
+    resources_list_changed_session(Transport::Http);
+}

@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use rmcp::model::{
     CancelledNotificationParam, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
-    CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, ErrorCode,
-    ListRootsRequest, ListRootsResult, LoggingLevel, LoggingMessageNotificationParam,
-    ProgressNotificationParam, ProgressToken, ServerRequest,
+    CreateMessageResult, CustomNotification, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ErrorCode, ListRootsRequest, ListRootsResult, LoggingLevel, LoggingMessageNotificationParam,
+    ProgressNotificationParam, ProgressToken, ServerNotification, ServerRequest,
 };
 use rmcp::service::{PeerRequestOptions, RequestContext, RoleClient};
 use rmcp::{ErrorData, Peer, RoleServer};
@@ -348,6 +348,23 @@ impl Relay {
             {
                 tracing::debug!(session, error = %e, "cannot send resources/updated");
             }
+        }
+    }
+
+    /// A notification rmcp has no type for (such as `notifications/elicitation/complete` of a URL
+    /// elicitation), to the session of the call in flight on `server`; dropped with none.
+    pub async fn custom_notification(&self, server: &str, notification: CustomNotification) {
+        let Some((session, peer)) = self.caller_of(server) else {
+            tracing::debug!(server, method = %notification.method, "notification for no call in flight; dropped");
+            return;
+        };
+        let method = notification.method.clone();
+        let notification = CustomNotification::new(notification.method, notification.params);
+        if let Err(e) = peer
+            .send_notification(ServerNotification::CustomNotification(notification))
+            .await
+        {
+            tracing::debug!(session, method, error = %e, "cannot forward a notification");
         }
     }
 

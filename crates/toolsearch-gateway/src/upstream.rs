@@ -13,7 +13,7 @@ use process_wrap::tokio::ChildWrapper;
 #[allow(deprecated)] // sampling, roots, logging: see the handler below
 use rmcp::model::{
     ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
-    ElicitRequestParams, ElicitResult, Implementation, ListRootsResult,
+    CustomNotification, ElicitRequestParams, ElicitResult, Implementation, ListRootsResult,
     LoggingMessageNotificationParam, ProgressNotificationParam, ResourceUpdatedNotificationParam,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleClient, RunningService, ServiceExt};
@@ -109,6 +109,16 @@ impl ClientHandler for UpstreamClient {
         _context: NotificationContext<RoleClient>,
     ) {
         self.relay.log(&self.server, params).await;
+    }
+
+    async fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.relay
+            .custom_notification(&self.server, notification)
+            .await;
     }
 
     async fn create_message(

@@ -25,6 +25,7 @@ PLAN_JSON is a list of steps, each run in order on one session:
     {"op": "templates"}                            -> {"templates": [uriTemplate, ...]}
     {"op": "read", "uri": U}                       -> {"contents": [...]} or {"error": "...", "code": c}
     {"op": "subscribe" | "unsubscribe", "uri": U}  -> {"ok": true} or {"error": "...", "code": c}
+    {"op": "wait_resources_changed"}               -> {"resources_changed": count} once a resources/list_changed arrived
     {"op": "wait_updated", "uri": U}               -> {"updated": [uri, ...]} once U was reported updated
     {"op": "complete_resource", "uri": U, "argument": {"name": A, "value": V}}
                                                    -> {"values": [...]} or {"error": "...", "code": c}
@@ -67,6 +68,7 @@ class Recorder:
         self.event = asyncio.Event()
         self.prompts_event = asyncio.Event()
         self.updated = []
+        self.resources_changed = 0
         self.logs = []
         self.asked = []
         self.changed = asyncio.Event()
@@ -92,6 +94,9 @@ class Recorder:
         if isinstance(root, prompts_type) or getattr(root, "method", None) == "notifications/prompts/list_changed":
             self.prompts_changed += 1
             self.prompts_event.set()
+        if getattr(root, "method", None) == "notifications/resources/list_changed":
+            self.resources_changed += 1
+            self.changed.set()
         if getattr(root, "method", None) == "notifications/resources/updated":
             self.updated.append(str(root.params.uri))
             self.changed.set()
@@ -234,6 +239,9 @@ async def run_step(client, recorder, step):
         except Exception as e:  # an MCP error answer: reported, the session goes on
             return mcp_error(e)
         return {"ok": True}
+    if op == "wait_resources_changed":
+        await recorder.wait_for(lambda: recorder.resources_changed > 0)
+        return {"resources_changed": recorder.resources_changed}
     if op == "wait_updated":
         await recorder.wait_for(lambda: step["uri"] in recorder.updated)
         return {"updated": list(recorder.updated)}
