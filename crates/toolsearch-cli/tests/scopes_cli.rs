@@ -172,6 +172,13 @@ fn two_tokens_see_two_views_over_mcp_and_rest() {
         {"op": "prompts", "session": "c"},
         {"op": "get_prompt", "session": "c", "name": "everything___simple-prompt"},
         {"op": "get_prompt", "session": "e", "name": "everything___simple-prompt"},
+        // So do resources and the prompt search.
+        {"op": "resources", "session": "e"},
+        {"op": "resources", "session": "c"},
+        {"op": "read", "session": "c", "uri": "toolsearch://everything/demo://resource/static/document/architecture.md"},
+        {"op": "read", "session": "e", "uri": "toolsearch://everything/demo://resource/static/document/architecture.md"},
+        call("c", "search_prompts", json!({"query": "simple prompt"})),
+        call("e", "search_prompts", json!({"query": "simple prompt"})),
     ]);
     let report = peers::run_client_at("offload_client.py", &gateway.url, &plan);
     let steps = report["steps"].as_array().unwrap();
@@ -291,6 +298,24 @@ fn two_tokens_see_two_views_over_mcp_and_rest() {
     );
     assert_eq!(steps[23]["code"], -32602, "{}", steps[23]);
     assert!(steps[24]["messages"].is_array(), "{}", steps[24]);
+    let uris = |index: usize| steps[index]["uris"].as_array().unwrap().len();
+    assert!(uris(25) > 0, "{}", steps[25]);
+    assert_eq!(
+        uris(26),
+        0,
+        "the catalog token's scope holds no resource: {}",
+        steps[26]
+    );
+    assert_eq!(steps[27]["code"], -32002, "{}", steps[27]);
+    assert!(steps[28]["contents"].is_array(), "{}", steps[28]);
+    let prompt_results = |index: usize| {
+        steps[index]["structured"]["results"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    assert_eq!(prompt_results(29), 0, "{}", steps[29]);
+    assert!(prompt_results(30) > 0, "{}", steps[30]);
 
     let message = error_text(&steps[19]);
     assert!(

@@ -15,6 +15,8 @@ carries "Authorization: Bearer TOKEN".
            string "$V" in a later step is replaced by it.
     {"op": "close"}                                 -> {"closed": session}
     {"op": "prompts"}                               -> {"names": [...]}
+    {"op": "resources"}                             -> {"uris": [...]}
+    {"op": "read", "uri": U}                        -> {"contents": [...]} or {"error": "...", "code": c}
     {"op": "get_prompt", "name": N, "arguments": {...}}
                                                     -> {"messages": [...]} or {"error": "...", "code": c}
 The output is one JSON object: {"steps": [...]} on stdout.
@@ -180,6 +182,24 @@ async def run_step(sessions, saved, step):
             return {"messages": [dump(m) for m in result.messages]}
 
         return await worker.do(get_prompt)
+    if op == "resources":
+
+        async def list_resources(client):
+            result = await client.list_resources()
+            return {"uris": [str(r.uri) for r in result.resources]}
+
+        return await worker.do(list_resources)
+    if op == "read":
+
+        async def read(client):
+            try:
+                result = await client.read_resource(step["uri"])
+            except Exception as e:  # an MCP error answer: reported, the session goes on
+                error = getattr(e, "error", None)
+                return {"error": str(e), "code": getattr(error, "code", None)}
+            return {"contents": [dump(c) for c in result.contents]}
+
+        return await worker.do(read)
     raise ValueError(f"unknown step {op!r}")
 
 
