@@ -492,3 +492,36 @@ fn resources_list_changed_reaches_the_client_over_stdio() {
 fn resources_list_changed_reaches_the_client_over_http() {
     resources_list_changed_session(Transport::Http);
 }
+
+/// MCP does not say which call a request to the client serves: while two sessions have calls in
+/// flight on one upstream, its sampling request is shown to neither, and the upstream is told why.
+/// Once the other call is over, the same request goes through to the one session left.
+#[test]
+fn a_request_to_the_client_is_never_shown_to_another_session() {
+    let dir = peers::scratch("passthrough-cli");
+    let config = config(&dir);
+    let gateway = peers::serve_http(&config);
+    let plan = json!([
+        {"op": "list", "session": "a"},
+        {"op": "list", "session": "b"},
+        {"op": "call", "session": "a", "name": "everything___trigger-long-running-operation",
+         "arguments": {"duration": 3, "steps": 3}, "background": true},
+        {"op": "sleep", "seconds": 1.0},
+        {"op": "call", "session": "b", "name": "everything___trigger-sampling-request", "arguments": {"prompt": "private"}},
+        {"op": "join"},
+        {"op": "call", "session": "b", "name": "everything___trigger-sampling-request", "arguments": {"prompt": "private"}}
+    ]);
+    let report = peers::run_client_at("offload_client.py", &gateway.url, &plan);
+    let steps = report["steps"].as_array().unwrap();
+    assert_eq!(steps[2]["is_error"], json!(false), "{}", steps[2]);
+    let refused = steps[4]["text"].as_str().unwrap();
+    assert!(
+        steps[4]["is_error"] == json!(true)
+            && refused.contains("2 client sessions have calls in flight"),
+        "{}",
+        steps[4]
+    );
+    // Alone again, session b's client is asked, and says it cannot sample (it offers no sampling).
+    let alone = steps[6]["text"].as_str().unwrap();
+    assert!(alone.contains("does not support"), "{}", steps[6]);
+}

@@ -3,10 +3,13 @@
 //! log messages and resource updates, each routed to the session it belongs to.
 //!
 //! Every upstream connection is shared by all sessions, so the relay keeps the calls in flight on
-//! each upstream and the session each came from. An upstream's request to the client goes to the
-//! session of the most recent call in flight on that upstream (an upstream asks on behalf of the
-//! call it is running); with none in flight, `roots/list` goes to the most recent session whose
-//! client offers roots. Progress is matched exactly, by the token the gateway gave the upstream.
+//! each upstream and the session each came from; an upstream asks on behalf of the call it is
+//! running. MCP does not say which call a request to the client serves, so `sampling/createMessage`
+//! and `elicitation/create`, which show a person what one session's work is about, go only to the
+//! one session with calls in flight on that upstream, and are refused when several have (never
+//! shown to the wrong person). `roots/list` goes to the session of the most recent call in flight,
+//! or with none, to the most recent session whose client offers roots. Progress is matched
+//! exactly, by the token the gateway gave the upstream.
 // Sampling, roots and logging are deprecated in rmcp for the 2026 protocol, but every client that
 // speaks 2025-11-25 (all of today's) still uses them.
 #![allow(deprecated)]
@@ -176,8 +179,50 @@ impl Relay {
         }
     }
 
-    /// The session an upstream's request to the client belongs to: the one of the most recent
-    /// call in flight on `server` whose session is reachable.
+    /// The session whose call is in flight on `server`, when exactly one session has calls in
+    /// flight there: what an upstream asks of a person (sampling, elicitation) goes to nobody else.
+    /// `Err` with the number of sessions when several have.
+    fn sole_caller(&self, server: &str) -> Result<Option<(String, Peer<RoleServer>)>, usize> {
+        let state = self.lock();
+        let sessions: BTreeSet<&str> = state
+            .calls
+            .iter()
+            .filter(|c| c.server == server && state.sessions.contains_key(&c.session))
+            .map(|c| c.session.as_str())
+            .collect();
+        match sessions.len() {
+            0 => Ok(None),
+            1 => {
+                let session = sessions.into_iter().next().unwrap_or_default();
+                Ok(state
+                    .sessions
+                    .get(session)
+                    .map(|link| (session.to_string(), link.peer.clone())))
+            }
+            several => Err(several),
+        }
+    }
+
+    /// The one session an upstream's request to the client can go to, or why none can.
+    fn asked_session(
+        &self,
+        server: &str,
+        method: &str,
+    ) -> Result<(String, Peer<RoleServer>), ErrorData> {
+        match self.sole_caller(server) {
+            Ok(Some(caller)) => Ok(caller),
+            Ok(None) => Err(no_caller(server, method)),
+            Err(sessions) => {
+                tracing::warn!(server, method, sessions, "refused: several sessions have calls in flight on this server, and MCP does not say which one the request is for");
+                Err(ErrorData::internal_error(
+                    format!("{method}: {sessions} client sessions have calls in flight on this server through the gateway, and the request does not say which call it serves; it was not shown to any of them. Retry when the other calls have finished"),
+                    None,
+                ))
+            }
+        }
+    }
+
+    /// The session of the most recent call in flight on `server` whose session is reachable.
     fn caller_of(&self, server: &str) -> Option<(String, Peer<RoleServer>)> {
         let state = self.lock();
         state
@@ -352,10 +397,10 @@ impl Relay {
     }
 
     /// A notification rmcp has no type for (such as `notifications/elicitation/complete` of a URL
-    /// elicitation), to the session of the call in flight on `server`; dropped with none.
+    /// elicitation), to the one session with calls in flight on `server`; dropped otherwise.
     pub async fn custom_notification(&self, server: &str, notification: CustomNotification) {
-        let Some((session, peer)) = self.caller_of(server) else {
-            tracing::debug!(server, method = %notification.method, "notification for no call in flight; dropped");
+        let Ok(Some((session, peer))) = self.sole_caller(server) else {
+            tracing::debug!(server, method = %notification.method, "notification for no single session's call; dropped");
             return;
         };
         let method = notification.method.clone();
@@ -384,9 +429,7 @@ impl Relay {
         params: CreateMessageRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        let (session, peer) = self
-            .caller_of(server)
-            .ok_or_else(|| no_caller(server, "sampling/createMessage"))?;
+        let (session, peer) = self.asked_session(server, "sampling/createMessage")?;
         require(&peer, "sampling/createMessage", |c| c.sampling.is_some())?;
         let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
         match forward(server, &session, &peer, request, context).await? {
@@ -402,9 +445,7 @@ impl Relay {
         params: ElicitRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let (session, peer) = self
-            .caller_of(server)
-            .ok_or_else(|| no_caller(server, "elicitation/create"))?;
+        let (session, peer) = self.asked_session(server, "elicitation/create")?;
         require(&peer, "elicitation/create", |c| c.elicitation.is_some())?;
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
         match forward(server, &session, &peer, request, context).await? {

@@ -19,6 +19,10 @@ carries "Authorization: Bearer TOKEN".
     {"op": "read", "uri": U}                        -> {"contents": [...]} or {"error": "...", "code": c}
     {"op": "get_prompt", "name": N, "arguments": {...}}
                                                     -> {"messages": [...]} or {"error": "...", "code": c}
+    {"op": "sleep", "seconds": S}                   -> {"slept": S}
+    {"op": "join"}                                  -> {"joined": n}: waits for the background steps
+A step with "background": true starts and the plan goes on at once; its result takes its place in
+"steps" when a "join" step has waited for it.
 The output is one JSON object: {"steps": [...]} on stdout.
 """
 
@@ -219,9 +223,22 @@ async def main():
     sessions = Sessions(server)
     saved = {}
     out = {"steps": []}
+    background = []
     try:
         for step in plan:
-            out["steps"].append(await run_step(sessions, saved, step))
+            if step.get("background"):
+                background.append((len(out["steps"]), asyncio.create_task(run_step(sessions, saved, step))))
+                out["steps"].append({"background": True})
+            elif step["op"] == "join":
+                for index, task in background:
+                    out["steps"][index] = await task
+                out["steps"].append({"joined": len(background)})
+                background = []
+            elif step["op"] == "sleep":
+                await asyncio.sleep(step["seconds"])
+                out["steps"].append({"slept": step["seconds"]})
+            else:
+                out["steps"].append(await run_step(sessions, saved, step))
     finally:
         await sessions.close_all()
     out["saved"] = saved
