@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs, at pinned versions, the real MCP peers that the gateway's integration tests talk to:
-#   .test-peers/node   @modelcontextprotocol/server-everything (npm)
+#   .test-peers/node   @modelcontextprotocol/server-everything and playwright-core (npm)
 #   .test-peers/venv   mcp (the official Python SDK) and mcp-server-time (PyPI)
+#   /usr/bin/chromium  Debian's Chromium, for the console's browser tests (apt, when absent)
 # Idempotent: a peer already at its pinned version is left alone.
 # Needs: node + npm (>= 18), python3 (>= 3.10) with the venv module.
 set -euo pipefail
 
 SERVER_EVERYTHING_VERSION="2026.8.31"
+PLAYWRIGHT_CORE_VERSION="1.64.1"
 MCP_VERSION="2.3.0"
 MCP_SERVER_TIME_VERSION="2026.10.19"
 
@@ -29,23 +31,29 @@ mkdir -p "$NODE_DIR"
 
 # --- npm: server-everything --------------------------------------------------
 EVERYTHING_PKG="$NODE_DIR/node_modules/@modelcontextprotocol/server-everything/package.json"
+PLAYWRIGHT_PKG="$NODE_DIR/node_modules/playwright-core/package.json"
 installed_everything=""
+installed_playwright=""
 if [ -f "$EVERYTHING_PKG" ]; then
     installed_everything="$(node -p "require('$EVERYTHING_PKG').version" 2>/dev/null || true)"
 fi
-if [ "$installed_everything" = "$SERVER_EVERYTHING_VERSION" ]; then
-    echo "server-everything $SERVER_EVERYTHING_VERSION already installed"
+if [ -f "$PLAYWRIGHT_PKG" ]; then
+    installed_playwright="$(node -p "require('$PLAYWRIGHT_PKG').version" 2>/dev/null || true)"
+fi
+if [ "$installed_everything" = "$SERVER_EVERYTHING_VERSION" ] && [ "$installed_playwright" = "$PLAYWRIGHT_CORE_VERSION" ]; then
+    echo "server-everything $SERVER_EVERYTHING_VERSION and playwright-core $PLAYWRIGHT_CORE_VERSION already installed"
 else
     cat >"$NODE_DIR/package.json" <<JSON
 {
   "name": "toolsearch-test-peers",
   "private": true,
   "dependencies": {
-    "@modelcontextprotocol/server-everything": "$SERVER_EVERYTHING_VERSION"
+    "@modelcontextprotocol/server-everything": "$SERVER_EVERYTHING_VERSION",
+    "playwright-core": "$PLAYWRIGHT_CORE_VERSION"
   }
 }
 JSON
-    echo "installing @modelcontextprotocol/server-everything@$SERVER_EVERYTHING_VERSION ..."
+    echo "installing @modelcontextprotocol/server-everything@$SERVER_EVERYTHING_VERSION and playwright-core@$PLAYWRIGHT_CORE_VERSION ..."
     (cd "$NODE_DIR" && npm install --no-audit --no-fund --loglevel=error --save-exact) \
         || die "npm install failed in $NODE_DIR (is the npm registry reachable?)"
 fi
@@ -78,8 +86,23 @@ else
 fi
 [ -x "$VENV/bin/mcp-server-time" ] || die "mcp-server-time entry point missing at $VENV/bin/mcp-server-time"
 
+# --- Debian: Chromium, driven by playwright-core (which downloads no browser) ------------------
+CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
+if [ -x "$CHROMIUM" ]; then
+    echo "chromium already installed ($CHROMIUM)"
+else
+    echo "installing chromium (Debian package) ..."
+    SUDO=""
+    [ "$(id -u)" = 0 ] || SUDO="sudo"
+    command -v apt-get >/dev/null 2>&1 || die "Chromium is missing at $CHROMIUM and apt-get is not available: install Chromium and set CHROMIUM to its path"
+    ($SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null) \
+        || die "apt-get install chromium failed (are Debian's package mirrors reachable, and are you root or a sudoer?)"
+    [ -x "$CHROMIUM" ] || die "chromium was installed but $CHROMIUM is missing; set CHROMIUM to its path"
+fi
+
 echo
 echo "test peers ready:"
 echo "  server-everything $SERVER_EVERYTHING_VERSION: node $EVERYTHING_JS [stdio|streamableHttp]"
 echo "  mcp-server-time $MCP_SERVER_TIME_VERSION:      $VENV/bin/mcp-server-time"
 echo "  mcp (Python SDK) $MCP_VERSION:           $VENV/bin/python"
+echo "  playwright-core $PLAYWRIGHT_CORE_VERSION, chromium:       $CHROMIUM"

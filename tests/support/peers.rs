@@ -83,3 +83,20 @@ pub fn model_or_skip(test: &str) -> Option<PathBuf> {
     );
     None
 }
+
+/// The folder whose node_modules holds playwright-core (the console's browser tests run there).
+pub fn node_peers_dir() -> String {
+    require(
+        peers_dir().join("node/node_modules/playwright-core/package.json"),
+        "playwright-core",
+    );
+    peers_dir().join("node").to_string_lossy().into_owned()
+}
+
+/// Debian's Chromium, which scripts/install-test-peers.sh installs when absent (or `$CHROMIUM`).
+pub fn chromium() -> String {
+    let path = std::env::var_os("CHROMIUM")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
+    require(path, "Chromium (Debian package `chromium`)")
+}

@@ -580,7 +580,9 @@ pub fn http_app(
             rest_state.shared_tokens(),
             rest::require_token,
         ));
+    let console = crate::console::routes(gateway, rest_state.shared_tokens());
     mcp_router
+        .merge(console)
         .merge(rest::routes(rest_state))
         .fallback(rest::not_found)
 }

@@ -29,6 +29,8 @@ use toolsearch_core::{
 
 use crate::config::GatewayConfig;
 use crate::error::{GatewayError, Result};
+use crate::metrics::Face;
+use crate::observe::Observer;
 use crate::offload::{self, OffloadError, OffloadStore, OffloadTool};
 use crate::prompt_search::{self, GetPromptArgs, PromptIndex, PromptTool, SearchPromptsArgs};
 use crate::relay::CallOrigin;
@@ -94,6 +96,8 @@ pub struct Gateway {
     offload: Option<OffloadStore>,
     /// The embedding model and the tools' vectors, filled in the background.
     semantic: Arc<Semantic>,
+    /// Metrics and the last searches.
+    observer: Arc<Observer>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -178,6 +182,7 @@ impl Gateway {
             offload_tools,
             prompt_tools,
             prompt_index: PromptIndex::default(),
+            observer: Arc::new(Observer::new()),
             call_timeout: config.tool_search.call_timeout(),
             offload: config
                 .tool_search
@@ -220,6 +225,29 @@ impl Gateway {
     /// Which upstreams cannot take calls right now, for the REST API's results.
     pub fn server_status(&self) -> Arc<dyn ServerStatus> {
         self.status.clone()
+    }
+
+    /// The metrics and the last searches, shared with the REST API and the console.
+    pub fn observer(&self) -> &Arc<Observer> {
+        &self.observer
+    }
+
+    /// The `/metrics` page: the counters, with the gauges of state read now.
+    pub fn render_metrics(&self) -> String {
+        let metrics = self.observer.metrics();
+        for (server, state) in self.upstreams.states() {
+            let tools = self
+                .upstreams
+                .server_tools(&server)
+                .map_or(0, |tools| tools.len());
+            metrics.upstream(&server, state_label(&state), tools);
+        }
+        metrics.sessions(self.lock_sessions().len());
+        if let Some(store) = &self.offload {
+            let (outputs, bytes) = store.totals();
+            metrics.offloaded(outputs, bytes);
+        }
+        metrics.render()
     }
 
     /// Where search by meaning stands (model, vectors ready).
@@ -771,6 +799,7 @@ impl Gateway {
         progress_token: Option<ProgressToken>,
     ) -> CallToolResult {
         let scope = self.session_scope(session);
+        let started = std::time::Instant::now();
         let dispatch = {
             let engine = self.read_engine();
             self.disclosure
@@ -782,6 +811,12 @@ impl Gateway {
                 json_result(error_result(&e), true)
             }
             Ok(Dispatch::Meta(outcome)) => {
+                self.observer.search_result(
+                    Face::Mcp,
+                    Some(session),
+                    &outcome.result,
+                    started.elapsed(),
+                );
                 if outcome.visible_changed {
                     self.notify(session).await;
                 }
@@ -804,7 +839,10 @@ impl Gateway {
                     _ => None,
                 };
                 let origin = CallOrigin::new(session, progress_token);
-                match self
+                let public = self.read_engine().naming().tool_name(&tool);
+                self.observer.called(session, &public);
+                let call_started = std::time::Instant::now();
+                let outcome = self
                     .upstreams
                     .call_with_timeout(
                         &tool.server,
@@ -818,12 +856,19 @@ impl Gateway {
                     .map(|mut result| {
                         resources::rewrite_call_result(&mut result, &tool.server);
                         result
-                    }) {
+                    });
+                let failed = match &outcome {
+                    Ok(result) => result.is_error == Some(true),
+                    Err(_) => true,
+                };
+                self.observer.metrics().call(
+                    &tool.server,
+                    call_started.elapsed().as_secs_f64(),
+                    failed,
+                );
+                match outcome {
                     Ok(result) => match &self.offload {
-                        Some(store) => {
-                            let public = self.read_engine().naming().tool_name(&tool);
-                            store.offload_result(session, &public, result)
-                        }
+                        Some(store) => store.offload_result(session, &public, result),
                         None => result,
                     },
                     Err(e) => {
@@ -876,6 +921,15 @@ impl Gateway {
                 }
             }
         }
+    }
+
+    /// How many prompts `server` offers, as last indexed (the index is brought up to date
+    /// first); `None` when it offers none or was not ready.
+    pub async fn prompt_count(&self, server: &str) -> Option<usize> {
+        if self.prompt_index.needs_rebuild() {
+            self.rebuild_prompt_index().await;
+        }
+        self.prompt_index.prompt_count(server)
     }
 
     /// Lists every ready upstream's prompts and resource templates into the prompt index.
@@ -1053,6 +1107,9 @@ async fn follow_upstreams(
             }
             Ok(UpstreamEvent::StateChanged { server, state }) => {
                 tracing::info!(server, %state, "upstream state");
+                if matches!(state, ServerState::Restarting { .. }) {
+                    gateway.observer.metrics().restarted(&server);
+                }
                 gateway.prompt_index.mark_stale();
                 if state.is_ready() {
                     gateway.restore_upstream(&server).await;
@@ -1074,6 +1131,17 @@ async fn follow_upstreams(
             }
             Err(RecvError::Closed) => return,
         }
+    }
+}
+
+/// A server state as the `state` label of the metrics.
+pub(crate) fn state_label(state: &ServerState) -> &'static str {
+    match state {
+        ServerState::Starting { .. } => "starting",
+        ServerState::Ready => "ready",
+        ServerState::Restarting { .. } => "restarting",
+        ServerState::Failed { .. } => "failed",
+        ServerState::Stopped => "stopped",
     }
 }
 

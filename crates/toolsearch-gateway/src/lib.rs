@@ -5,7 +5,12 @@
 //! - [`UpstreamManager`]: starts and supervises the upstreams, keeps their tool lists current, and
 //!   forwards `tools/call`.
 //! - [`Gateway`]: the upstreams' tools indexed in one engine, disclosure per session, calls routed.
+//! - [`console`]: the web console at `/` (one embedded static page) with its JSON routes, and
+//!   `/metrics`.
 //! - [`downstream`]: the MCP server clients connect to (stdio, Streamable HTTP at `/mcp`).
+//! - [`metrics`], [`observe`]: the Prometheus metrics at `/metrics`, and the last searches with
+//!   whether a call of a returned tool followed.
+//! - [`payload`]: a preset's tool list in a provider's format and its cost in o200k tokens.
 //! - [`offload`]: large upstream outputs stored per session and read back in pieces.
 //! - [`http_config`]: the `http` config section: the listener's limits and its `Host`/`Origin` rules.
 //! - [`semantic`]: the embedding model loaded and the tools' vectors computed in the background.
@@ -17,11 +22,15 @@
 //! - [`rest`]: the REST API (`/api/mcp-standard/...`, `/api/openapi.json`) as an axum router.
 
 pub mod config;
+pub mod console;
 pub mod downstream;
 pub mod error;
 pub mod gateway;
 pub mod http_config;
+pub mod metrics;
+pub mod observe;
 pub mod offload;
+pub mod payload;
 pub mod prompt_search;
 pub mod relay;
 pub mod resources;

@@ -235,6 +235,19 @@ impl PromptIndex {
         self.stale.store(false, Ordering::Release);
     }
 
+    /// How many prompts of `server` the index holds; `None` before it is built or when the
+    /// server has none.
+    pub fn prompt_count(&self, server: &str) -> Option<usize> {
+        let guard = self.engine.lock().unwrap_or_else(|e| e.into_inner());
+        let count = guard
+            .as_ref()?
+            .catalog()
+            .tools()
+            .filter(|t| t.server == server && t.tags.iter().any(|tag| tag == PROMPT_TAG))
+            .count();
+        (count > 0).then_some(count)
+    }
+
     /// The best matches for `query` within `scope`, prompts named as `get_prompt` takes them and
     /// templates by their gateway URI template.
     pub fn search(

@@ -2,14 +2,12 @@
 //! tokens (counted with the tokenizer, not estimated), for full schemas and for each preset.
 
 use crate::catalog_file::load_engine;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Args;
 use serde::Serialize;
-use serde_json::{json, Value};
 use std::path::PathBuf;
-use tiktoken_rs::CoreBPE;
-use toolsearch_core::formats::openai_chat_tools;
-use toolsearch_core::{Disclosure, DisclosureConfig, Preset, SearchEngine};
+use toolsearch_core::{Preset, Scope};
+use toolsearch_gateway::payload::{self, Counter, PresetCost, ProviderFormat, Size};
 
 #[derive(Args)]
 pub struct TokensArgs {
@@ -28,60 +26,31 @@ pub struct TokensArgs {
 }
 
 #[derive(Serialize)]
-struct Size {
-    bytes: usize,
-    tokens: usize,
-}
-
-#[derive(Serialize)]
-struct PresetCost {
-    preset: &'static str,
-    bytes: usize,
-    tokens: usize,
-    after_query_tokens: usize,
-}
-
-#[derive(Serialize)]
 struct Report {
     tools: usize,
     full: Size,
     presets: Vec<PresetCost>,
 }
 
-const SESSION: &str = "bench";
-
 pub fn run(args: TokensArgs) -> Result<()> {
     let engine = load_engine(&args.catalog, args.format.as_deref())?;
-    let bpe = tiktoken_rs::o200k_base().context("loading the o200k tokenizer")?;
-    let count = |value: &Value| -> Size {
-        // Compact JSON: what an HTTP client sends.
-        let text = value.to_string();
-        Size {
-            bytes: text.len(),
-            tokens: tokens(&bpe, &text),
-        }
-    };
-    let passthrough = Disclosure::new(DisclosureConfig::default().preset(Preset::Passthrough))?;
-    let full = count(&openai_chat_tools(
-        &passthrough.visible_tools(SESSION, &engine),
-    ));
-    let mut presets = Vec::new();
-    for preset in Preset::ALL {
-        let disclosure = Disclosure::new(DisclosureConfig::default().preset(preset))?;
-        let first = count(&openai_chat_tools(
-            &disclosure.visible_tools(SESSION, &engine),
-        ));
-        let read = apply_query(&disclosure, &engine, &args.query)?;
-        let after = count(&openai_chat_tools(
-            &disclosure.visible_tools(SESSION, &engine),
-        ));
-        presets.push(PresetCost {
-            preset: preset.as_str(),
-            bytes: first.bytes,
-            tokens: first.tokens,
-            after_query_tokens: after.tokens + read.iter().map(|r| count(r).tokens).sum::<usize>(),
-        });
-    }
+    let counter = Counter::o200k().map_err(anyhow::Error::msg)?;
+    let format = ProviderFormat::OpenaiChat;
+    let full = payload::full_cost(&engine, format, &Scope::all(), &counter)?;
+    let presets = Preset::ALL
+        .into_iter()
+        .map(|preset| {
+            payload::preset_cost(
+                &engine,
+                preset,
+                format,
+                &args.query,
+                &Scope::all(),
+                &counter,
+                false,
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let report = Report {
         tools: engine.catalog().len(),
         full,
@@ -93,38 +62,6 @@ pub fn run(args: TokensArgs) -> Result<()> {
         print_table(&report, &args.query);
     }
     Ok(())
-}
-
-fn tokens(bpe: &CoreBPE, text: &str) -> usize {
-    bpe.encode_with_special_tokens(text).len()
-}
-
-/// Runs `query` the way a model would in this preset and returns the meta-tool results it reads.
-/// The session's tool list is changed as a side effect (reveals, the `limit` set).
-fn apply_query(disclosure: &Disclosure, engine: &SearchEngine, query: &str) -> Result<Vec<Value>> {
-    let run = |tool: &str, args: Value| -> Result<Value> {
-        Ok(disclosure.handle(SESSION, tool, args, engine)?.result)
-    };
-    Ok(match disclosure.preset() {
-        Preset::Search => vec![run("search_tools", json!({ "query": query }))?],
-        Preset::Progressive => vec![run("tool_search", json!({ "query": query }))?],
-        Preset::Add => {
-            let found = run("search_tools", json!({ "query": query, "limit": 5 }))?;
-            let names: Vec<Value> = found["tools"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|t| t["name"].clone())
-                .collect();
-            let mut read = vec![found];
-            if !names.is_empty() {
-                read.push(run("add_tool", json!({ "names": names }))?);
-            }
-            read
-        }
-        Preset::Limit => vec![run("search_available_tools", json!({ "query": query }))?],
-        Preset::Passthrough => Vec::new(),
-    })
 }
 
 fn print_table(report: &Report, query: &str) {

@@ -168,7 +168,8 @@ async fn serve_gateway_http(
     let state = RestState::from_config(gateway.engine().clone(), config)
         .map_err(|e| BadInput(e.to_string()))?
         .with_server_status(gateway.server_status())
-        .with_semantic(gateway.semantic().clone());
+        .with_semantic(gateway.semantic().clone())
+        .with_observer(gateway.observer().clone());
     let addr = match args.http {
         Some(addr) => addr,
         None => DEFAULT_GATEWAY_HTTP.parse()?,

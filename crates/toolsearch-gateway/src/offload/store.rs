@@ -145,6 +145,14 @@ impl OffloadStore {
         self.lock().get(session).map_or(0, |s| s.bytes)
     }
 
+    /// Outputs and bytes held across every session, for the metrics.
+    pub fn totals(&self) -> (usize, usize) {
+        let sessions = self.lock();
+        sessions.values().fold((0, 0), |(outputs, bytes), s| {
+            (outputs + s.outputs.len(), bytes + s.bytes)
+        })
+    }
+
     /// Drops a session's outputs.
     pub fn end_session(&self, session: &str) {
         self.lock().remove(session);

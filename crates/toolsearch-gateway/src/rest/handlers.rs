@@ -16,6 +16,7 @@ use super::auth::Grant;
 use super::error::ApiError;
 use super::extract::ApiJson;
 use super::RestState;
+use crate::metrics::Face;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -64,16 +65,34 @@ pub(crate) async fn search_tools(
     }
     check_limit(args.limit)?;
     let status = state.status.clone();
+    let observer = state.observer.clone();
     with_engine(&state, move |engine| {
         let options = SearchOptions {
             scope: grant.scope().as_ref().clone(),
             ..SearchOptions::default()
         };
+        let started = std::time::Instant::now();
         let mut results = contract::search(engine, &args, &options)?;
+        let elapsed = started.elapsed();
         if let Some(status) = &status {
             contract::mark_unavailable(&mut results.page.tools, status.as_ref());
         }
         tracing::debug!(target: "rest", total = results.page.total_matches, returned = results.page.returned, "search_tools");
+        if let Some(observer) = &observer {
+            let names: Vec<serde_json::Value> = results
+                .page
+                .tools
+                .iter()
+                .map(|t| serde_json::json!({ "name": t.name }))
+                .collect();
+            let summary = serde_json::json!({
+                "query": results.query,
+                "mode": results.mode.as_str(),
+                "totalMatches": results.page.total_matches,
+                "tools": names,
+            });
+            observer.search_result(Face::Rest, None, &summary, elapsed);
+        }
         Ok(Json(results))
     })
     .await

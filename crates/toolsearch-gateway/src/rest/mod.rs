@@ -63,6 +63,8 @@ pub struct RestState {
     pub(crate) max_body_bytes: usize,
     /// Search by meaning, when something embeds the tools in the background.
     pub(crate) semantic: Option<Arc<crate::semantic::Semantic>>,
+    /// Where searches are counted and kept for the console.
+    pub(crate) observer: Option<Arc<crate::observe::Observer>>,
 }
 
 impl std::fmt::Debug for RestState {
@@ -82,6 +84,7 @@ impl RestState {
             engine,
             status: None,
             semantic: None,
+            observer: None,
             tokens: Arc::new(ApiTokens::none()),
             max_body_bytes: crate::config::RestConfig::default().max_body_bytes,
         }
@@ -103,6 +106,12 @@ impl RestState {
     /// Reports (at `/api/status`) how far search by meaning has come.
     pub fn with_semantic(mut self, semantic: Arc<crate::semantic::Semantic>) -> Self {
         self.semantic = Some(semantic);
+        self
+    }
+
+    /// Counts searches in the metrics and keeps them for the console.
+    pub fn with_observer(mut self, observer: Arc<crate::observe::Observer>) -> Self {
+        self.observer = Some(observer);
         self
     }
 

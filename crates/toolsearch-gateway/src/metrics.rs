@@ -1,0 +1,303 @@
+//! The gateway's metrics, in the Prometheus text format at `/metrics` (the `prometheus` crate's
+//! registry and encoder). Counters and histograms move as searches and calls happen; gauges of
+//! state (upstreams, sessions, stored outputs) are read when the page is scraped.
+//!
+//! Every metric is named `toolsearch_*` and documented in docs/GATEWAY.md.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
+};
+
+/// Where a search came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Face {
+    /// A search meta-tool over MCP.
+    Mcp,
+    /// The REST API.
+    Rest,
+    /// The console's playground.
+    Console,
+}
+
+impl Face {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Face::Mcp => "mcp",
+            Face::Rest => "rest",
+            Face::Console => "console",
+        }
+    }
+}
+
+/// Latency buckets in seconds: 50 µs to 10 s, for searches (sub-millisecond) and calls (up to the
+/// call timeout) alike.
+const LATENCY_BUCKETS: [f64; 16] = [
+    0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+    2.5, 10.0,
+];
+
+/// The registry and every metric in it.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    registry: Registry,
+    searches: IntCounterVec,
+    search_seconds: HistogramVec,
+    search_results: HistogramVec,
+    empty_searches: IntCounterVec,
+    calls: IntCounterVec,
+    call_errors: IntCounterVec,
+    call_seconds: HistogramVec,
+    upstream_state: IntGaugeVec,
+    upstream_restarts: IntCounterVec,
+    upstream_tools: IntGaugeVec,
+    sessions_open: IntGauge,
+    offloaded_outputs: IntGauge,
+    offloaded_bytes: IntGauge,
+}
+
+/// The states an upstream can be in, as the `state` label of `toolsearch_upstream_state`.
+pub const UPSTREAM_STATES: [&str; 5] = ["starting", "ready", "restarting", "failed", "stopped"];
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new();
+        let metrics = Self {
+            searches: IntCounterVec::new(
+                Opts::new(
+                    "toolsearch_searches_total",
+                    "Searches, by face (mcp, rest, console) and mode",
+                ),
+                &["face", "mode"],
+            )
+            .expect("static metric definition"),
+            search_seconds: HistogramVec::new(
+                HistogramOpts::new(
+                    "toolsearch_search_duration_seconds",
+                    "Time to answer a search, by face",
+                )
+                .buckets(LATENCY_BUCKETS.to_vec()),
+                &["face"],
+            )
+            .expect("static metric definition"),
+            search_results: HistogramVec::new(
+                HistogramOpts::new(
+                    "toolsearch_search_results",
+                    "Results returned by a search, by face",
+                )
+                .buckets(vec![0.0, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0]),
+                &["face"],
+            )
+            .expect("static metric definition"),
+            empty_searches: IntCounterVec::new(
+                Opts::new(
+                    "toolsearch_searches_empty_total",
+                    "Searches that returned no result, by face",
+                ),
+                &["face"],
+            )
+            .expect("static metric definition"),
+            calls: IntCounterVec::new(
+                Opts::new(
+                    "toolsearch_calls_total",
+                    "Tool calls forwarded to an upstream, by server",
+                ),
+                &["server"],
+            )
+            .expect("static metric definition"),
+            call_errors: IntCounterVec::new(
+                Opts::new(
+                    "toolsearch_call_errors_total",
+                    "Forwarded tool calls that failed or returned isError, by server",
+                ),
+                &["server"],
+            )
+            .expect("static metric definition"),
+            call_seconds: HistogramVec::new(
+                HistogramOpts::new(
+                    "toolsearch_call_duration_seconds",
+                    "Time of a forwarded tool call, by server",
+                )
+                .buckets(LATENCY_BUCKETS.to_vec()),
+                &["server"],
+            )
+            .expect("static metric definition"),
+            upstream_state: IntGaugeVec::new(
+                Opts::new(
+                    "toolsearch_upstream_state",
+                    "1 for the state each upstream is in, 0 for the others",
+                ),
+                &["server", "state"],
+            )
+            .expect("static metric definition"),
+            upstream_restarts: IntCounterVec::new(
+                Opts::new(
+                    "toolsearch_upstream_restarts_total",
+                    "Times an upstream went down and was restarted, by server",
+                ),
+                &["server"],
+            )
+            .expect("static metric definition"),
+            upstream_tools: IntGaugeVec::new(
+                Opts::new(
+                    "toolsearch_upstream_tools",
+                    "Tools each upstream lists (after validation), by server",
+                ),
+                &["server"],
+            )
+            .expect("static metric definition"),
+            sessions_open: IntGauge::new("toolsearch_sessions_open", "MCP sessions open")
+                .expect("static metric definition"),
+            offloaded_outputs: IntGauge::new(
+                "toolsearch_offloaded_outputs",
+                "Large tool outputs stored across sessions",
+            )
+            .expect("static metric definition"),
+            offloaded_bytes: IntGauge::new(
+                "toolsearch_offloaded_bytes",
+                "Bytes of large tool outputs stored across sessions",
+            )
+            .expect("static metric definition"),
+            registry,
+        };
+        metrics.register_all();
+        metrics
+    }
+
+    fn register_all(&self) {
+        let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
+            Box::new(self.searches.clone()),
+            Box::new(self.search_seconds.clone()),
+            Box::new(self.search_results.clone()),
+            Box::new(self.empty_searches.clone()),
+            Box::new(self.calls.clone()),
+            Box::new(self.call_errors.clone()),
+            Box::new(self.call_seconds.clone()),
+            Box::new(self.upstream_state.clone()),
+            Box::new(self.upstream_restarts.clone()),
+            Box::new(self.upstream_tools.clone()),
+            Box::new(self.sessions_open.clone()),
+            Box::new(self.offloaded_outputs.clone()),
+            Box::new(self.offloaded_bytes.clone()),
+        ];
+        for collector in collectors {
+            // Names are fixed and distinct: registering cannot fail.
+            if let Err(e) = self.registry.register(collector) {
+                tracing::error!(error = %e, "a metric could not be registered");
+            }
+        }
+    }
+
+    /// One search: its face, mode, time and number of results.
+    pub fn search(&self, face: Face, mode: &str, seconds: f64, results: usize) {
+        self.searches
+            .with_label_values(&[face.as_str(), mode])
+            .inc();
+        self.search_seconds
+            .with_label_values(&[face.as_str()])
+            .observe(seconds);
+        self.search_results
+            .with_label_values(&[face.as_str()])
+            .observe(results as f64);
+        if results == 0 {
+            self.empty_searches
+                .with_label_values(&[face.as_str()])
+                .inc();
+        }
+    }
+
+    /// One forwarded call: its server, time and whether it failed.
+    pub fn call(&self, server: &str, seconds: f64, failed: bool) {
+        self.calls.with_label_values(&[server]).inc();
+        self.call_seconds
+            .with_label_values(&[server])
+            .observe(seconds);
+        if failed {
+            self.call_errors.with_label_values(&[server]).inc();
+        }
+    }
+
+    /// An upstream went down and is being restarted.
+    pub fn restarted(&self, server: &str) {
+        self.upstream_restarts.with_label_values(&[server]).inc();
+    }
+
+    /// Restarts of one upstream so far.
+    pub fn restarts(&self, server: &str) -> u64 {
+        self.upstream_restarts.with_label_values(&[server]).get()
+    }
+
+    /// The current state of one upstream (one of [`UPSTREAM_STATES`]) and its tool count.
+    pub fn upstream(&self, server: &str, state: &str, tools: usize) {
+        for known in UPSTREAM_STATES {
+            self.upstream_state
+                .with_label_values(&[server, known])
+                .set(i64::from(known == state));
+        }
+        self.upstream_tools
+            .with_label_values(&[server])
+            .set(i64::try_from(tools).unwrap_or(i64::MAX));
+        // Zero so that the series exists before the first restart.
+        self.upstream_restarts
+            .with_label_values(&[server])
+            .inc_by(0);
+    }
+
+    /// Gauges read at scrape time.
+    pub fn sessions(&self, open: usize) {
+        self.sessions_open
+            .set(i64::try_from(open).unwrap_or(i64::MAX));
+    }
+
+    pub fn offloaded(&self, outputs: usize, bytes: usize) {
+        self.offloaded_outputs
+            .set(i64::try_from(outputs).unwrap_or(i64::MAX));
+        self.offloaded_bytes
+            .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// The page `/metrics` serves.
+    pub fn render(&self) -> String {
+        let mut buffer = Vec::new();
+        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut buffer) {
+            tracing::error!(error = %e, "cannot encode the metrics");
+        }
+        String::from_utf8(buffer).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_move_and_render_as_prometheus_text() {
+        let metrics = Metrics::new();
+        metrics.search(Face::Mcp, "keyword", 0.0004, 3);
+        metrics.search(Face::Rest, "hybrid", 0.002, 0);
+        metrics.call("time", 0.01, false);
+        metrics.call("time", 0.02, true);
+        metrics.upstream("time", "ready", 2);
+        metrics.sessions(4);
+        let text = metrics.render();
+        for line in [
+            "toolsearch_searches_total{face=\"mcp\",mode=\"keyword\"} 1",
+            "toolsearch_searches_empty_total{face=\"rest\"} 1",
+            "toolsearch_calls_total{server=\"time\"} 2",
+            "toolsearch_call_errors_total{server=\"time\"} 1",
+            "toolsearch_upstream_state{server=\"time\",state=\"ready\"} 1",
+            "toolsearch_upstream_state{server=\"time\",state=\"failed\"} 0",
+            "toolsearch_upstream_tools{server=\"time\"} 2",
+            "toolsearch_sessions_open 4",
+            "# TYPE toolsearch_search_duration_seconds histogram",
+        ] {
+            assert!(text.contains(line), "{line} in:\n{text}");
+        }
+    }
+}

@@ -1,0 +1,194 @@
+//! What the model is sent: a preset's tool list in a provider's format, and its cost in bytes and
+//! o200k tokens (counted with the tokenizer, not estimated), before and after a search. Used by
+//! `toolsearch bench tokens` and the console's "what the model sees".
+
+use std::str::FromStr;
+
+use serde::Serialize;
+use serde_json::{json, Value};
+use tiktoken_rs::CoreBPE;
+use toolsearch_core::disclosure::Caller;
+use toolsearch_core::disclosure::ExposedTool;
+use toolsearch_core::formats::{
+    anthropic_tools, gemini_tools, mcp_tools_list, openai_chat_tools, openai_responses_tools,
+};
+use toolsearch_core::{Disclosure, DisclosureConfig, Preset, Scope, SearchEngine};
+
+/// A provider's tool payload format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProviderFormat {
+    OpenaiChat,
+    OpenaiResponses,
+    Anthropic,
+    Gemini,
+    Mcp,
+}
+
+impl ProviderFormat {
+    pub const ALL: [ProviderFormat; 5] = [
+        ProviderFormat::OpenaiChat,
+        ProviderFormat::OpenaiResponses,
+        ProviderFormat::Anthropic,
+        ProviderFormat::Gemini,
+        ProviderFormat::Mcp,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderFormat::OpenaiChat => "openai-chat",
+            ProviderFormat::OpenaiResponses => "openai-responses",
+            ProviderFormat::Anthropic => "anthropic",
+            ProviderFormat::Gemini => "gemini",
+            ProviderFormat::Mcp => "mcp",
+        }
+    }
+
+    /// The tool list as this provider's request carries it.
+    pub fn write(self, tools: &[ExposedTool]) -> Value {
+        match self {
+            ProviderFormat::OpenaiChat => openai_chat_tools(tools),
+            ProviderFormat::OpenaiResponses => openai_responses_tools(tools),
+            ProviderFormat::Anthropic => anthropic_tools(tools),
+            ProviderFormat::Gemini => gemini_tools(tools),
+            ProviderFormat::Mcp => mcp_tools_list(tools),
+        }
+    }
+}
+
+impl FromStr for ProviderFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        ProviderFormat::ALL
+            .into_iter()
+            .find(|f| f.as_str() == s)
+            .ok_or_else(|| {
+                let known: Vec<&str> = ProviderFormat::ALL.iter().map(|f| f.as_str()).collect();
+                format!("unknown format `{s}`; use one of {}", known.join(", "))
+            })
+    }
+}
+
+/// Bytes and tokens of one payload (compact JSON: what an HTTP client sends).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Size {
+    pub bytes: usize,
+    pub tokens: usize,
+}
+
+/// What one preset costs: its first request, and the same once a query's results are in.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PresetCost {
+    pub preset: &'static str,
+    pub bytes: usize,
+    pub tokens: usize,
+    /// The tool list after the query, plus the meta-tool results the model read.
+    pub after_query_tokens: usize,
+    /// The first request's tool payload itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub payload: Option<Value>,
+}
+
+/// Counts the bytes and o200k tokens of payloads.
+pub struct Counter {
+    bpe: CoreBPE,
+}
+
+impl std::fmt::Debug for Counter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Counter(o200k)")
+    }
+}
+
+impl Counter {
+    /// The o200k tokenizer (embedded in the binary; nothing is downloaded).
+    pub fn o200k() -> Result<Self, String> {
+        tiktoken_rs::o200k_base()
+            .map(|bpe| Self { bpe })
+            .map_err(|e| format!("cannot load the o200k tokenizer: {e}"))
+    }
+
+    pub fn size(&self, value: &Value) -> Size {
+        let text = value.to_string();
+        Size {
+            bytes: text.len(),
+            tokens: self.bpe.encode_with_special_tokens(&text).len(),
+        }
+    }
+}
+
+const SESSION: &str = "payload";
+
+/// Every tool with its full schema, in `format`, within `scope`.
+pub fn full_cost(
+    engine: &SearchEngine,
+    format: ProviderFormat,
+    scope: &Scope,
+    counter: &Counter,
+) -> Result<Size, toolsearch_core::Error> {
+    let passthrough = Disclosure::new(DisclosureConfig::default().preset(Preset::Passthrough))?;
+    let tools = passthrough.visible_tools(Caller::new(SESSION, scope), engine);
+    Ok(counter.size(&format.write(&tools)))
+}
+
+/// What `preset` (default settings) sends first, in `format`, and what it costs once `query` has
+/// been searched the way a model would in that preset.
+pub fn preset_cost(
+    engine: &SearchEngine,
+    preset: Preset,
+    format: ProviderFormat,
+    query: &str,
+    scope: &Scope,
+    counter: &Counter,
+    keep_payload: bool,
+) -> Result<PresetCost, toolsearch_core::Error> {
+    let disclosure = Disclosure::new(DisclosureConfig::default().preset(preset))?;
+    let caller = || Caller::new(SESSION, scope);
+    let first = format.write(&disclosure.visible_tools(caller(), engine));
+    let first_size = counter.size(&first);
+    let read = apply_query(&disclosure, engine, query, scope)?;
+    let after = counter.size(&format.write(&disclosure.visible_tools(caller(), engine)));
+    Ok(PresetCost {
+        preset: preset.as_str(),
+        bytes: first_size.bytes,
+        tokens: first_size.tokens,
+        after_query_tokens: after.tokens
+            + read.iter().map(|r| counter.size(r).tokens).sum::<usize>(),
+        payload: keep_payload.then_some(first),
+    })
+}
+
+/// Runs `query` the way a model would in this preset and returns the meta-tool results it reads.
+/// The session's tool list is changed as a side effect (reveals, the `limit` set).
+fn apply_query(
+    disclosure: &Disclosure,
+    engine: &SearchEngine,
+    query: &str,
+    scope: &Scope,
+) -> Result<Vec<Value>, toolsearch_core::Error> {
+    let run = |tool: &str, args: Value| -> Result<Value, toolsearch_core::Error> {
+        Ok(disclosure
+            .handle(Caller::new(SESSION, scope), tool, args, engine)?
+            .result)
+    };
+    Ok(match disclosure.preset() {
+        Preset::Search => vec![run("search_tools", json!({ "query": query }))?],
+        Preset::Progressive => vec![run("tool_search", json!({ "query": query }))?],
+        Preset::Add => {
+            let found = run("search_tools", json!({ "query": query, "limit": 5 }))?;
+            let names: Vec<Value> = found["tools"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|t| t["name"].clone())
+                .collect();
+            let mut read = vec![found];
+            if !names.is_empty() {
+                read.push(run("add_tool", json!({ "names": names }))?);
+            }
+            read
+        }
+        Preset::Limit => vec![run("search_available_tools", json!({ "query": query }))?],
+        Preset::Passthrough => Vec::new(),
+    })
+}
