@@ -95,7 +95,9 @@ else
     SUDO=""
     [ "$(id -u)" = 0 ] || SUDO="sudo"
     command -v apt-get >/dev/null 2>&1 || die "Chromium is missing at $CHROMIUM and apt-get is not available: install Chromium and set CHROMIUM to its path"
-    ($SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null) \
+    # A failing source in the machine's apt lists must not stop the install from Debian's own.
+    $SUDO apt-get update -qq || echo "apt-get update reported errors; trying the install anyway" >&2
+    (DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null) \
         || die "apt-get install chromium failed (are Debian's package mirrors reachable, and are you root or a sudoer?)"
     [ -x "$CHROMIUM" ] || die "chromium was installed but $CHROMIUM is missing; set CHROMIUM to its path"
 fi

@@ -34,14 +34,6 @@ fn config(dir: &Path, extra: &str) -> PathBuf {
     path
 }
 
-fn addr_of(gateway: &peers::Gateway) -> String {
-    gateway
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp")
-        .to_string()
-}
-
 /// `/metrics`, parsed: every sample by metric name and its labels (sorted `k=v` pairs).
 fn scrape(addr: &str, token: Option<&str>) -> HashMap<(String, String), f64> {
     let (status, body) = peers::http_raw(addr, "GET", "/metrics", token, None);
@@ -77,7 +69,7 @@ fn metrics_move_as_searches_and_calls_happen() {
     let dir = peers::scratch("console-cli");
     let config = config(&dir, "");
     let gateway = peers::serve_http(&config);
-    let addr = addr_of(&gateway);
+    let addr = gateway.addr();
     let before = scrape(&addr, None);
     assert_eq!(
         sample(
@@ -161,7 +153,7 @@ fn metrics_move_as_searches_and_calls_happen() {
     drop(gateway);
     let config = config_with_token(&dir);
     let gateway = peers::serve_http(&config);
-    let addr = addr_of(&gateway);
+    let addr = gateway.addr();
     let (status, _) = peers::http_raw(&addr, "GET", "/metrics", None, None);
     assert_eq!(status, 401);
     let scoped = scrape(&addr, Some("secret-token"));
@@ -323,7 +315,7 @@ fn console_routes_obey_the_tokens() {
         "[[rest.tokens]]\nname = \"admin\"\ntoken = \"admin-token\"\n\n[[rest.tokens]]\nname = \"time\"\ntoken = \"time-token\"\ntools = [\"time:*\"]\n",
     );
     let gateway = peers::serve_http(&config);
-    let addr = addr_of(&gateway);
+    let addr = gateway.addr();
     // The page itself holds no data and is served to anyone who can reach the listener.
     let (status, page) = peers::http_raw(&addr, "GET", "/", None, None);
     assert_eq!(status, 200);

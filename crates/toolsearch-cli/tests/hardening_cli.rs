@@ -29,15 +29,6 @@ fn write_config(text: &str) -> PathBuf {
     path
 }
 
-/// `host:port` of a gateway started by [`serve_http`].
-fn addr_of(gateway: &peers::Gateway) -> String {
-    gateway
-        .url
-        .trim_start_matches("http://")
-        .trim_end_matches("/mcp")
-        .to_string()
-}
-
 /// `toolsearch serve --rest-only` over the example catalog, killed when dropped.
 struct RestServer {
     child: Child,
@@ -364,7 +355,7 @@ fn bare_gateway(extra: &str) -> peers::Gateway {
 #[test]
 fn idle_and_half_sent_connections_are_closed_and_new_clients_served() {
     let gateway = bare_gateway("[http]\nheaderReadTimeoutSecs = 1\nmaxConnections = 4\n");
-    let addr = addr_of(&gateway);
+    let addr = gateway.addr();
     let mut idle = Vec::new();
     for i in 0..24 {
         let mut stream = TcpStream::connect(&addr).unwrap();
@@ -411,7 +402,7 @@ fn idle_and_half_sent_connections_are_closed_and_new_clients_served() {
 #[test]
 fn a_body_that_does_not_arrive_is_answered_408_and_closed() {
     let gateway = bare_gateway("[http]\nbodyReadTimeoutSecs = 1\n");
-    let addr = addr_of(&gateway);
+    let addr = gateway.addr();
     let mut stream = TcpStream::connect(&addr).unwrap();
     stream.set_read_timeout(Some(GUARD)).unwrap();
     stream
@@ -441,7 +432,7 @@ fn a_body_that_does_not_arrive_is_answered_408_and_closed() {
 #[test]
 fn at_the_cap_with_every_connection_busy_new_ones_get_503() {
     let gateway = bare_gateway("[http]\nmaxConnections = 2\nbodyReadTimeoutSecs = 600\n");
-    let addr = addr_of(&gateway);
+    let addr = gateway.addr();
     let mut busy = Vec::new();
     for _ in 0..2 {
         let mut stream = TcpStream::connect(&addr).unwrap();
@@ -489,7 +480,7 @@ fn at_the_cap_with_every_connection_busy_new_ones_get_503() {
 #[test]
 fn foreign_host_or_origin_is_refused_on_mcp_and_rest() {
     let gateway = bare_gateway("");
-    let addr = addr_of(&gateway);
+    let addr = gateway.addr();
     let rest = |headers: &[(&str, &str)]| {
         http(
             &addr,
@@ -536,7 +527,7 @@ fn allowed_hosts_and_origins_extend_the_loopback_rules() {
     let gateway = bare_gateway(
         "[http]\nallowedHosts = [\"tools.internal\"]\nallowedOrigins = [\"https://agent.example.com\"]\n",
     );
-    let addr = addr_of(&gateway);
+    let addr = gateway.addr();
     let listed = [
         ("Host", "tools.internal"),
         ("Origin", "https://agent.example.com"),
@@ -590,7 +581,7 @@ fn other_listeners_apply_the_allowed_lists() {
 #[test]
 fn bearer_scheme_is_case_insensitive_on_both_edges() {
     let gateway = bare_gateway("[rest]\napiTokens = [\"edge-token\"]\n");
-    let addr = addr_of(&gateway);
+    let addr = gateway.addr();
     for scheme in ["Bearer", "bearer", "BEARER"] {
         let value = format!("{scheme} edge-token");
         let auth = [("Authorization", value.as_str())];
@@ -621,7 +612,7 @@ fn bearer_scheme_is_case_insensitive_on_both_edges() {
 #[test]
 fn tools_call_without_a_name_is_invalid_params_over_http() {
     let gateway = bare_gateway("");
-    let addr = addr_of(&gateway);
+    let addr = gateway.addr();
     let init = mcp_initialize(&addr, &[]);
     assert_eq!(init.status, 200, "{}", init.body);
     let session = init
@@ -669,7 +660,7 @@ token = "other-token"
 tools = ["b:*"]
 "#,
     );
-    let addr = addr_of(&gateway);
+    let addr = gateway.addr();
     let init = mcp_initialize(&addr, &[("Authorization", "Bearer owner-token")]);
     assert_eq!(init.status, 200, "{}", init.body);
     let session = init
