@@ -58,7 +58,22 @@ impl Gateway {
 }
 
 impl Drop for Gateway {
+    /// SIGTERM first, so that the gateway stops its upstreams (an upstream with a timer of its own
+    /// outlives a gateway killed outright); SIGKILL if it has not exited within 15 s.
     fn drop(&mut self) {
+        let terminated = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        if terminated {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+            while std::time::Instant::now() < deadline {
+                if matches!(self.child.try_wait(), Ok(Some(_))) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
