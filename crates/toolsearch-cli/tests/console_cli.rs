@@ -202,7 +202,8 @@ fn the_console_in_a_browser() {
         {"op": "keyboard_tabs"},
         {"op": "kill_pidfile", "path": dir.join("everything.pid")},
         {"op": "wait_state", "server": "everything", "state": "restarting"},
-        {"op": "screenshot", "name": "upstream-restarting"}
+        {"op": "screenshot", "name": "upstream-restarting"},
+        {"op": "wait_text", "server": "everything", "text": "blocked"}
     ]);
     let output = Command::new("node")
         .arg(peers::client("console_browser.mjs"))

@@ -112,6 +112,8 @@ struct UpstreamView {
     tools: usize,
     prompts: Option<usize>,
     restarts: u64,
+    /// A stdio server's last lines on stderr, oldest first.
+    stderr_tail: Vec<String>,
 }
 
 async fn upstreams(
@@ -152,6 +154,7 @@ async fn upstreams(
                 .map_or(0, |t| t.len()),
             prompts: gateway.prompt_count(&name).await,
             restarts: gateway.observer().metrics().restarts(&name),
+            stderr_tail: gateway.upstreams().stderr_tail(&name),
             name,
         });
     }

@@ -26,7 +26,7 @@ use crate::config::{GatewayConfig, ServerConfig, SupervisorConfig, Transport};
 use crate::error::{GatewayError, Result};
 use crate::relay::{CallOrigin, Relay};
 pub use crate::state::ServerState;
-use crate::upstream::{self, Connection, Signal, UpstreamError};
+use crate::upstream::{self, Connection, Signal, StderrTail, UpstreamError};
 
 /// What changed upstream.
 #[derive(Debug, Clone, PartialEq)]
@@ -93,6 +93,8 @@ struct Slot {
     raw_tools: RwLock<Vec<rmcp::model::Tool>>,
     tools: RwLock<Vec<Tool>>,
     signals: mpsc::UnboundedSender<Signal>,
+    /// The last lines a stdio server wrote to stderr, across its restarts.
+    stderr: StderrTail,
 }
 
 fn read<T>(lock: &RwLock<T>) -> std::sync::RwLockReadGuard<'_, T> {
@@ -233,6 +235,7 @@ impl UpstreamManager {
                 raw_tools: RwLock::new(Vec::new()),
                 tools: RwLock::new(Vec::new()),
                 signals: tx,
+                stderr: StderrTail::default(),
             }));
             receivers.push((rx, transport));
         }
@@ -356,6 +359,13 @@ impl UpstreamManager {
     /// before filtering.
     pub fn raw_tools(&self, server: &str) -> Result<Vec<rmcp::model::Tool>> {
         Ok(read(&self.slot(server)?.raw_tools).clone())
+    }
+
+    /// The last lines a stdio server wrote to stderr (at most 20, across restarts), oldest first.
+    pub fn stderr_tail(&self, server: &str) -> Vec<String> {
+        self.slot(server)
+            .map(|slot| slot.stderr.lines())
+            .unwrap_or_default()
     }
 
     /// Process id of a running stdio server.
@@ -676,8 +686,14 @@ async fn start(
     relay: Arc<Relay>,
 ) -> std::result::Result<(Connection, Vec<rmcp::model::Tool>), UpstreamError> {
     let attempt = async {
-        let connection =
-            upstream::connect(&slot.name, transport, slot.signals.clone(), relay).await?;
+        let connection = upstream::connect(
+            &slot.name,
+            transport,
+            slot.signals.clone(),
+            relay,
+            slot.stderr.clone(),
+        )
+        .await?;
         let tools = upstream::list_tools(connection.service.peer(), timeout)
             .await
             .map_err(|e| e.with_stderr(&connection.stderr))?;

@@ -182,6 +182,15 @@ impl StderrTail {
         lines.push_back(line);
     }
 
+    /// The kept lines, oldest first.
+    pub(crate) fn lines(&self) -> Vec<String> {
+        let lines = match self.0.lock() {
+            Ok(lines) => lines,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        lines.iter().cloned().collect()
+    }
+
     /// The last non-empty line, if any.
     pub(crate) fn last(&self) -> Option<String> {
         let lines = match self.0.lock() {
@@ -284,6 +293,7 @@ pub(crate) async fn connect(
     transport: &ServerTransport,
     signals: mpsc::UnboundedSender<Signal>,
     relay: Arc<Relay>,
+    tail: StderrTail,
 ) -> Result<Connection, UpstreamError> {
     let client = UpstreamClient {
         server: server.into(),
@@ -312,7 +322,6 @@ pub(crate) async fn connect(
                     source,
                 })?;
             let pid = child.id();
-            let tail = StderrTail::default();
             if let Some(stderr) = stderr {
                 let tail = tail.clone();
                 let server = server.to_string();

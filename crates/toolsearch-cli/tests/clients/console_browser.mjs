@@ -9,6 +9,8 @@
 //   {"op": "upstreams"}                      -> {"rows": [{"server", "state", "tools"}]}
 //   {"op": "wait_state", "server": S, "state": T}
 //                                            -> the rows once S shows state T on the page
+//   {"op": "wait_text", "server": S, "text": T}
+//                                            -> {"row": "..."} once S's row (its stderr tail included) holds T
 //   {"op": "catalog", "tool": N}             -> {"count": "...", "detail": "..."} after choosing N
 //   {"op": "search", "query": Q, "mode": M?} -> {"summary": "...", "results": [{"name", "score"}]}
 //   {"op": "payload", "preset": P?, "format": F?}
@@ -64,6 +66,13 @@ try {
         await page.waitForSelector(`#upstream-rows tr[data-server="${step.server}"] [data-state="${step.state}"]`, { timeout: GUARD_MS });
         out.steps.push({ rows: await rows() });
         break;
+      case "wait_text": {
+        await tab("upstreams");
+        const row = `#upstream-rows tr[data-server="${step.server}"]`;
+        await page.waitForFunction(([sel, text]) => document.querySelector(sel)?.textContent.includes(text), [row, step.text], { timeout: GUARD_MS });
+        out.steps.push({ row: await page.textContent(row) });
+        break;
+      }
       case "catalog":
         await tab("catalog");
         await page.waitForSelector("#catalog-rows tr[data-tool]");
