@@ -591,3 +591,51 @@ fn sigterm_ends_the_gateway_while_a_query_runs() {
     );
     assert!(!running(worker), "the jq worker outlived the gateway");
 }
+
+/// A client on protocol 2026-07-28 has no session, so each of its requests gets one of its own in
+/// rmcp. Its large outputs are kept for its token instead, as SEP-2567 asks of state handles: it
+/// reads them back by handle on later requests, and another token cannot.
+#[test]
+fn a_client_without_sessions_reads_its_large_outputs_by_handle() {
+    let dir = scratch();
+    let path = dir.join("gateway.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[mcpServers.everything]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n\n\
+             [[rest.tokens]]\nname = \"one\"\ntoken = \"token-one-0123456789\"\n\n\
+             [[rest.tokens]]\nname = \"two\"\ntoken = \"token-two-0123456789\"\n",
+            toml_str(&everything_js())
+        ),
+    )
+    .unwrap();
+    let gateway = serve_http(&path);
+    let message = numbered_lines(600);
+    let report = peers::run_client_at(
+        "offload_client.py",
+        &gateway.url,
+        &json!([
+            {"session": "a", "op": "list", "token": "token-one-0123456789", "mode": "auto"},
+            {"session": "a", "op": "call", "name": "everything___echo", "arguments": {"message": message}, "save": "h"},
+            {"session": "a", "op": "call", "name": "read_large_output", "arguments": {"handle": "$h", "length": 10}},
+            {"session": "a", "op": "call", "name": "search_large_output", "arguments": {"handle": "$h", "pattern": "item-599"}},
+            {"session": "b", "op": "list", "token": "token-two-0123456789", "mode": "auto"},
+            {"session": "b", "op": "call", "name": "read_large_output", "arguments": {"handle": "$h"}},
+            {"session": "c", "op": "list", "token": "token-one-0123456789"},
+            {"session": "c", "op": "call", "name": "read_large_output", "arguments": {"handle": "$h"}}
+        ]),
+    );
+    let steps = report["steps"].as_array().unwrap();
+    assert_eq!(steps[0]["protocol"], "2026-07-28", "{}", steps[0]);
+    offloaded(&steps[1]);
+    assert_eq!(steps[2]["json"]["text"], "Echo: line", "{}", steps[2]);
+    assert!(
+        steps[3]["text"].as_str().unwrap().contains("item-599"),
+        "{}",
+        steps[3]
+    );
+    // Another token's request, with or without sessions, does not see it.
+    assert!(error_text(&steps[5]).contains("no large output"));
+    assert_ne!(steps[6]["protocol"], "2026-07-28", "{}", steps[6]);
+    assert!(error_text(&steps[7]).contains("no large output"));
+}

@@ -21,7 +21,7 @@ use rmcp::model::{
     CustomResult, ErrorCode, Extensions, GetPromptRequestParams, GetPromptResponse, Implementation,
     InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
     ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    ReadResourceResponse, ResultType, ServerCapabilities, ServerConfig, SubscribeRequestParams,
     UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
@@ -89,12 +89,17 @@ impl GatewayService {
     }
 
     /// Binds the session to the token of a request that came over HTTP (the [`Grant`] the token
-    /// check attached to it); refuses a request with another token than the session's.
+    /// check attached to it); refuses a request with another token than the session's. A request
+    /// without `Mcp-Session-Id` after initialize is one of a client on protocol 2026-07-28, which
+    /// has no sessions: the session is marked so ([`Gateway::mark_sessionless`]).
     fn bind(&self, extensions: &Extensions) -> Result<(), ErrorData> {
-        let Some(grant) = extensions
-            .get::<http::request::Parts>()
-            .and_then(|parts| parts.extensions.get::<Grant>())
-        else {
+        let Some(parts) = extensions.get::<http::request::Parts>() else {
+            return Ok(());
+        };
+        if is_sessionless(parts) {
+            self.gateway.mark_sessionless(self.session_id());
+        }
+        let Some(grant) = parts.extensions.get::<Grant>() else {
             return Ok(());
         };
         self.gateway
@@ -185,7 +190,7 @@ impl ServerHandler for GatewayService {
                 progress_token,
             )
             .await;
-        Ok(result.into())
+        Ok(complete_call(result).into())
     }
 
     async fn list_prompts(
@@ -213,7 +218,10 @@ impl ServerHandler for GatewayService {
             .get_prompt(self.session_id(), &request.name, request.arguments)
             .await
         {
-            Ok(result) => Ok(result.into()),
+            Ok(mut result) => {
+                result.result_type = Some(ResultType::COMPLETE);
+                Ok(result.into())
+            }
             Err(e) => Err(request_error(e)),
         }
     }
@@ -227,6 +235,10 @@ impl ServerHandler for GatewayService {
         self.gateway
             .complete(self.session_id(), request)
             .await
+            .map(|mut result| {
+                result.result_type = Some(ResultType::COMPLETE);
+                result
+            })
             .map_err(request_error)
     }
 
@@ -273,7 +285,10 @@ impl ServerHandler for GatewayService {
             .read_resource(self.session_id(), &request.uri)
             .await
         {
-            Ok(result) => Ok(result.into()),
+            Ok(mut result) => {
+                result.result_type = Some(ResultType::COMPLETE);
+                Ok(result.into())
+            }
             Err(e) => Err(request_error(e)),
         }
     }
@@ -333,6 +348,28 @@ impl ServerHandler for GatewayService {
     ) -> Result<CustomResult, ErrorData> {
         Err(custom_request_error(&request.method, request.params))
     }
+}
+
+/// Whether an HTTP request belongs to no MCP session: a request of protocol 2026-07-28 (which
+/// names its version in `MCP-Protocol-Version` and carries no `Mcp-Session-Id`).
+fn is_sessionless(parts: &http::request::Parts) -> bool {
+    let version = parts
+        .headers
+        .get("mcp-protocol-version")
+        .and_then(|v| v.to_str().ok());
+    parts
+        .headers
+        .get(rmcp::transport::common::http_header::HEADER_SESSION_ID)
+        .is_none()
+        && version.is_some_and(|v| v >= "2026-07-28")
+}
+
+/// A result as every client version reads it. An upstream on protocol 2025-11-25 sends no
+/// `resultType`; clients on 2026-07-28 require `"complete"`, which rmcp removes again for older
+/// clients.
+fn complete_call(mut result: rmcp::model::CallToolResult) -> rmcp::model::CallToolResult {
+    result.result_type = Some(ResultType::COMPLETE);
+    result
 }
 
 /// Items per page of the aggregated lists (prompts, resources, templates).

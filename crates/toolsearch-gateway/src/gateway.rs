@@ -73,6 +73,9 @@ struct SessionEntry {
     /// what this session sees.
     listed: Option<Vec<String>>,
     access: Access,
+    /// A request of protocol 2026-07-28, which has no sessions: rmcp gives each request a
+    /// session of its own, so what must outlive the request is kept by owner instead.
+    sessionless: bool,
 }
 
 /// Everything the downstream server needs: engine, disclosure, upstreams, sessions.
@@ -351,6 +354,31 @@ impl Gateway {
         }
     }
 
+    /// Marks a session as one request of a client without sessions (protocol 2026-07-28): the
+    /// large outputs it stores are kept for its token (or for every tokenless caller) rather than
+    /// for the session, which ends with the request, as SEP-2567 asks of state handles.
+    pub fn mark_sessionless(&self, session: &str) {
+        if let Some(entry) = self.lock_sessions().get_mut(session) {
+            entry.sessionless = true;
+        }
+    }
+
+    /// Where a session's large outputs are kept: the session, or for a sessionless request its
+    /// token's shelf (`token:N`, `token:none` without tokens).
+    fn state_key(&self, session: &str) -> String {
+        match self.lock_sessions().get(session) {
+            Some(SessionEntry {
+                sessionless: true,
+                access: Access::Bound { owner, .. },
+                ..
+            }) => match owner {
+                Some(owner) => format!("token:{owner}"),
+                None => "token:none".to_string(),
+            },
+            _ => session.to_string(),
+        }
+    }
+
     /// Remembers how to reach a session, for list_changed.
     pub fn attach_peer(&self, session: &str, peer: &Peer<RoleServer>) {
         {
@@ -366,7 +394,10 @@ impl Gateway {
 
     /// Forgets a session: its reveals and its peer.
     pub fn end_session(&self, session: &str) {
-        self.lock_sessions().remove(session);
+        let sessionless = self
+            .lock_sessions()
+            .remove(session)
+            .is_some_and(|entry| entry.sessionless);
         let orphaned = self.upstreams.relay().end_session(session);
         if !orphaned.is_empty() {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -380,7 +411,10 @@ impl Gateway {
         }
         self.disclosure.end_session(session);
         if let Some(store) = &self.offload {
-            store.end_session(session);
+            // A sessionless request's outputs belong to its token's shelf, which outlives it.
+            if !sessionless {
+                store.end_session(session);
+            }
         }
         tracing::debug!(session, "session ended");
     }
@@ -868,7 +902,9 @@ impl Gateway {
                 );
                 match outcome {
                     Ok(result) => match &self.offload {
-                        Some(store) => store.offload_result(session, &public, result),
+                        Some(store) => {
+                            store.offload_result(&self.state_key(session), &public, result)
+                        }
                         None => result,
                     },
                     Err(e) => {
@@ -987,7 +1023,8 @@ impl Gateway {
                 true,
             );
         };
-        let call = store.call(session, tool, arguments, self.call_timeout);
+        let key = self.state_key(session);
+        let call = store.call(&key, tool, arguments, self.call_timeout);
         let outcome = tokio::select! {
             outcome = call => outcome,
             () = cancel.cancelled() => Err(OffloadError::Cancelled { tool: tool.name() }),

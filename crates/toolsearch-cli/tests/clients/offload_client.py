@@ -7,8 +7,9 @@ what happened as JSON; for the large-output tests, where a handle from one call 
 PLAN_JSON is a list of steps run in order. Each may name a "session" (default "a"); a session is opened
 on first use and stays open until a "close" step, so two sessions can be open at once (over HTTP).
 Over HTTP, the step that opens a session may give a "token": every request of that session then
-carries "Authorization: Bearer TOKEN".
-    {"op": "list"}                                  -> {"names": [...], "tools": {name: tool}, "instructions": "..."}
+carries "Authorization: Bearer TOKEN"; and a "mode": "legacy" (the default: the initialize
+handshake and a session) or "auto" (protocol 2026-07-28 when the server offers it: no session).
+    {"op": "list"}                                  -> {"names": [...], "tools": {name: tool}, "instructions": "...", "protocol": "..."}
     {"op": "call", "name": N, "arguments": {...}, "save": V}
         -> {"is_error": b, "text": "...", "json": ..., "structured": ..., "content": [...]}
            With "save", the result's structuredContent.offloaded.handle is kept as $V: any argument
@@ -75,8 +76,9 @@ class Session:
     """One client session in its own task: the SDK's cancel scopes must be entered and left in one
     task, so sessions opened and closed in any order each get theirs."""
 
-    def __init__(self, server, token=None):
+    def __init__(self, server, token=None, mode="legacy"):
         self.queue = asyncio.Queue()
+        self.mode = mode
         self.task = asyncio.create_task(self.run(server, token))
 
     async def run(self, server, token):
@@ -90,8 +92,8 @@ class Session:
             await self.serve(streamable_http_client(server, http_client=http))
 
     async def serve(self, server):
-        # mode="legacy": the initialize handshake, as today's MCP clients do.
-        async with Client(server, mode="legacy", cache=None) as client:
+        # mode="legacy" (the default): the initialize handshake, as most of today's clients do.
+        async with Client(server, mode=self.mode, cache=None) as client:
             while True:
                 work, done = await self.queue.get()
                 if work is None:
@@ -123,9 +125,9 @@ class Sessions:
         self.server = server
         self.open = {}
 
-    def get(self, name, token=None):
+    def get(self, name, token=None, mode="legacy"):
         if name not in self.open:
-            self.open[name] = Session(self.server, token)
+            self.open[name] = Session(self.server, token, mode)
         return self.open[name]
 
     async def close(self, name):
@@ -142,7 +144,7 @@ async def run_step(sessions, saved, step):
     if op == "close":
         await sessions.close(session)
         return {"closed": session}
-    worker = sessions.get(session, step.get("token"))
+    worker = sessions.get(session, step.get("token"), step.get("mode", "legacy"))
     if op == "list":
 
         async def list_tools(client):
@@ -151,6 +153,7 @@ async def run_step(sessions, saved, step):
                 "names": [t.name for t in result.tools],
                 "tools": {t.name: dump(t) for t in result.tools},
                 "instructions": client.instructions,
+                "protocol": client.protocol_version,
             }
 
         return await worker.do(list_tools)
