@@ -16,6 +16,8 @@
 //   {"op": "payload", "preset": P?, "format": F?}
 //                                            -> {"figures": "...", "first_tokens": n}
 //   {"op": "searches"}                       -> {"rows": [[cell, ...], ...]}
+//   {"op": "catalog_timing", "filter": F}    -> {"tools", "load_ms", "filter_ms", "shown"}: the catalog
+//                                               view opened (fetch and render), then filtered by F
 //   {"op": "keyboard_tabs"}                  -> {"selected": [...]}: the tabs reached with the arrow keys
 //   {"op": "screenshot", "name": N}          -> {"file": DIR/N.png}
 //   {"op": "kill_pidfile", "path": P}        -> {"killed": pid}
@@ -116,6 +118,25 @@ try {
           rows: await page.$$eval("#search-log tr", (trs) => trs.map((tr) => [...tr.children].map((td) => td.textContent.trim()))),
         });
         break;
+      case "catalog_timing": {
+        const started = Date.now();
+        await tab("catalog");
+        await page.waitForSelector("#catalog-rows tr[data-tool]");
+        const loadMs = Date.now() - started;
+        const listed = await page.$$eval("#catalog-rows tr[data-tool]", (trs) => trs.length);
+        const filterStarted = Date.now();
+        await page.fill("#catalog-filter", step.filter);
+        await page.waitForFunction((f) => [...document.querySelectorAll("#catalog-rows tr[data-tool]")]
+          .every((tr) => tr.textContent.toLowerCase().includes(f)), step.filter.toLowerCase());
+        const filterMs = Date.now() - filterStarted;
+        out.steps.push({
+          tools: listed,
+          load_ms: loadMs,
+          filter_ms: filterMs,
+          shown: await page.textContent("#catalog-count"),
+        });
+        break;
+      }
       case "keyboard_tabs": {
         await page.focus("#tab-upstreams");
         const selected = [];
