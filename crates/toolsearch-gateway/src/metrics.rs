@@ -37,6 +37,26 @@ const LATENCY_BUCKETS: [f64; 16] = [
     2.5, 10.0,
 ];
 
+// The constructors below fail only for a malformed name or label set; every one here is a
+// constant, checked by the unit test that renders them all.
+const STATIC: &str = "a metric defined in this file is well-formed";
+
+fn counters(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    IntCounterVec::new(Opts::new(name, help), labels).expect(STATIC)
+}
+
+fn gauges(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    IntGaugeVec::new(Opts::new(name, help), labels).expect(STATIC)
+}
+
+fn gauge(name: &str, help: &str) -> IntGauge {
+    IntGauge::new(name, help).expect(STATIC)
+}
+
+fn histograms(name: &str, help: &str, buckets: Vec<f64>, labels: &[&str]) -> HistogramVec {
+    HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels).expect(STATIC)
+}
+
 /// The registry and every metric in it.
 #[derive(Debug, Clone)]
 pub struct Metrics {
@@ -67,104 +87,71 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let registry = Registry::new();
+        let latency = || LATENCY_BUCKETS.to_vec();
         let metrics = Self {
-            searches: IntCounterVec::new(
-                Opts::new(
-                    "toolsearch_searches_total",
-                    "Searches, by face (mcp, rest, console) and mode",
-                ),
+            searches: counters(
+                "toolsearch_searches_total",
+                "Searches, by face (mcp, rest, console) and mode",
                 &["face", "mode"],
-            )
-            .expect("static metric definition"),
-            search_seconds: HistogramVec::new(
-                HistogramOpts::new(
-                    "toolsearch_search_duration_seconds",
-                    "Time to answer a search, by face",
-                )
-                .buckets(LATENCY_BUCKETS.to_vec()),
+            ),
+            search_seconds: histograms(
+                "toolsearch_search_duration_seconds",
+                "Time to answer a search, by face",
+                latency(),
                 &["face"],
-            )
-            .expect("static metric definition"),
-            search_results: HistogramVec::new(
-                HistogramOpts::new(
-                    "toolsearch_search_results",
-                    "Results returned by a search, by face",
-                )
-                .buckets(vec![0.0, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0]),
+            ),
+            search_results: histograms(
+                "toolsearch_search_results",
+                "Results returned by a search, by face",
+                vec![0.0, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0],
                 &["face"],
-            )
-            .expect("static metric definition"),
-            empty_searches: IntCounterVec::new(
-                Opts::new(
-                    "toolsearch_searches_empty_total",
-                    "Searches that returned no result, by face",
-                ),
+            ),
+            empty_searches: counters(
+                "toolsearch_searches_empty_total",
+                "Searches that returned no result, by face",
                 &["face"],
-            )
-            .expect("static metric definition"),
-            calls: IntCounterVec::new(
-                Opts::new(
-                    "toolsearch_calls_total",
-                    "Tool calls forwarded to an upstream, by server",
-                ),
+            ),
+            calls: counters(
+                "toolsearch_calls_total",
+                "Tool calls forwarded to an upstream, by server",
                 &["server"],
-            )
-            .expect("static metric definition"),
-            call_errors: IntCounterVec::new(
-                Opts::new(
-                    "toolsearch_call_errors_total",
-                    "Forwarded tool calls that failed or returned isError, by server",
-                ),
+            ),
+            call_errors: counters(
+                "toolsearch_call_errors_total",
+                "Forwarded tool calls that failed or returned isError, by server",
                 &["server"],
-            )
-            .expect("static metric definition"),
-            call_seconds: HistogramVec::new(
-                HistogramOpts::new(
-                    "toolsearch_call_duration_seconds",
-                    "Time of a forwarded tool call, by server",
-                )
-                .buckets(LATENCY_BUCKETS.to_vec()),
+            ),
+            call_seconds: histograms(
+                "toolsearch_call_duration_seconds",
+                "Time of a forwarded tool call, by server",
+                latency(),
                 &["server"],
-            )
-            .expect("static metric definition"),
-            upstream_state: IntGaugeVec::new(
-                Opts::new(
-                    "toolsearch_upstream_state",
-                    "1 for the state each upstream is in, 0 for the others",
-                ),
+            ),
+            upstream_state: gauges(
+                "toolsearch_upstream_state",
+                "1 for the state each upstream is in, 0 for the others",
                 &["server", "state"],
-            )
-            .expect("static metric definition"),
-            upstream_restarts: IntCounterVec::new(
-                Opts::new(
-                    "toolsearch_upstream_restarts_total",
-                    "Times an upstream went down and was restarted, by server",
-                ),
+            ),
+            upstream_restarts: counters(
+                "toolsearch_upstream_restarts_total",
+                "Times an upstream went down and was restarted, by server",
                 &["server"],
-            )
-            .expect("static metric definition"),
-            upstream_tools: IntGaugeVec::new(
-                Opts::new(
-                    "toolsearch_upstream_tools",
-                    "Tools each upstream lists (after validation), by server",
-                ),
+            ),
+            upstream_tools: gauges(
+                "toolsearch_upstream_tools",
+                "Tools each upstream lists (after validation), by server",
                 &["server"],
-            )
-            .expect("static metric definition"),
-            sessions_open: IntGauge::new("toolsearch_sessions_open", "MCP sessions open")
-                .expect("static metric definition"),
-            offloaded_outputs: IntGauge::new(
+            ),
+            sessions_open: gauge("toolsearch_sessions_open", "MCP sessions open"),
+            offloaded_outputs: gauge(
                 "toolsearch_offloaded_outputs",
                 "Large tool outputs stored across sessions",
-            )
-            .expect("static metric definition"),
-            offloaded_bytes: IntGauge::new(
+            ),
+            offloaded_bytes: gauge(
                 "toolsearch_offloaded_bytes",
                 "Bytes of large tool outputs stored across sessions",
-            )
-            .expect("static metric definition"),
-            registry,
+            ),
+            registry: Registry::new(),
         };
         metrics.register_all();
         metrics
