@@ -42,14 +42,19 @@ pub fn min_max_normalize(scores: &[f32]) -> Vec<f32> {
     let (min, max) = finite.fold((f32::INFINITY, f32::NEG_INFINITY), |(lo, hi), s| {
         (lo.min(s), hi.max(s))
     });
-    let range = max - min;
+    distance_from_lowest(scores, min, max - min)
+}
+
+/// Each score's distance above `lowest` in units of `spread`; every score 1 when the spread is 0
+/// (one score, or a tie), and 0 for a non-finite score.
+fn distance_from_lowest(scores: &[f32], lowest: f32, spread: f32) -> Vec<f32> {
     scores
         .iter()
         .map(|&s| {
             if !s.is_finite() {
                 0.0
-            } else if range > 0.0 {
-                (s - min) / range
+            } else if spread > 0.0 {
+                (s - lowest) / spread
             } else {
                 1.0
             }
@@ -115,18 +120,7 @@ pub fn z_score_normalize(scores: &[f32]) -> Vec<f32> {
     let mean = finite.iter().sum::<f32>() / n;
     let deviation = (finite.iter().map(|s| (s - mean).powi(2)).sum::<f32>() / n).sqrt();
     let lowest = finite.iter().copied().fold(f32::INFINITY, f32::min);
-    scores
-        .iter()
-        .map(|&s| {
-            if !s.is_finite() {
-                0.0
-            } else if deviation > 0.0 {
-                (s - lowest) / deviation
-            } else {
-                1.0
-            }
-        })
-        .collect()
+    distance_from_lowest(scores, lowest, deviation)
 }
 
 /// `alpha * dense + (1 - alpha) * lexical` over [`z_score_normalize`]d lists, divided by the best
