@@ -148,10 +148,7 @@ async fn upstreams(
             detail: state.to_string(),
             last_error,
             retry_in_ms,
-            tools: gateway
-                .upstreams()
-                .server_tools(&name)
-                .map_or(0, |t| t.len()),
+            tools: gateway.upstreams().tool_count(&name),
             prompts: gateway.prompt_count(&name).await,
             restarts: gateway.observer().metrics().restarts(&name),
             stderr_tail: gateway.upstreams().stderr_tail(&name),

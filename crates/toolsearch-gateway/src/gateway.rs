@@ -239,11 +239,11 @@ impl Gateway {
     pub fn render_metrics(&self) -> String {
         let metrics = self.observer.metrics();
         for (server, state) in self.upstreams.states() {
-            let tools = self
-                .upstreams
-                .server_tools(&server)
-                .map_or(0, |tools| tools.len());
-            metrics.upstream(&server, state_label(&state), tools);
+            metrics.upstream(
+                &server,
+                state_label(&state),
+                self.upstreams.tool_count(&server),
+            );
         }
         metrics.sessions(self.lock_sessions().len());
         if let Some(store) = &self.offload {

@@ -355,6 +355,11 @@ impl UpstreamManager {
         Ok(read(&self.slot(server)?.tools).clone())
     }
 
+    /// How many tools a server has, as [`server_tools`](Self::server_tools) would list them.
+    pub fn tool_count(&self, server: &str) -> usize {
+        self.slot(server).map_or(0, |slot| read(&slot.tools).len())
+    }
+
     /// One server's tools exactly as it listed them (with title, outputSchema, icons, _meta),
     /// before filtering.
     pub fn raw_tools(&self, server: &str) -> Result<Vec<rmcp::model::Tool>> {
