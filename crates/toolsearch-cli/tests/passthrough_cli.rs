@@ -525,3 +525,58 @@ fn a_request_to_the_client_is_never_shown_to_another_session() {
     let alone = steps[6]["text"].as_str().unwrap();
     assert!(alone.contains("does not support"), "{}", steps[6]);
 }
+
+/// A subscription outlives its upstream's restart: the gateway subscribes again when the server
+/// is back, and the client, which did nothing, gets the new process's updates.
+#[test]
+fn subscriptions_are_renewed_when_the_upstream_restarts() {
+    let dir = peers::scratch("passthrough-cli");
+    let pidfile = dir.join("everything.pid");
+    let script = format!(
+        "echo $$ > {pid}; exec node {js} stdio",
+        pid = pidfile.display(),
+        js = everything_js(),
+    );
+    let config = dir.join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcpServers.everything]\ncommand = \"sh\"\nargs = [\"-c\", {}]\n\n\
+             [supervisor]\ninitialBackoffMs = 200\nmaxBackoffMs = 1000\n\n\
+             [toolSearch]\npreset = \"search\"\n",
+            toml_str(&script)
+        ),
+    )
+    .unwrap();
+    let uri = gateway_uri("everything", ARCHITECTURE);
+    let report = peers::run_client(
+        "mcp_client.py",
+        Transport::Stdio,
+        &config,
+        &json!([
+            {"op": "subscribe", "uri": uri},
+            {"op": "call", "name": "everything___toggle-subscriber-updates"},
+            {"op": "wait_updated", "uri": uri},
+            {"op": "kill_pidfile", "path": pidfile},
+            {"op": "mark_updates"},
+            {"op": "call_until_ok", "name": "everything___echo", "arguments": {"message": "back"}},
+            {"op": "call", "name": "everything___toggle-subscriber-updates"},
+            {"op": "wait_updated", "uri": uri, "since_mark": true}
+        ]),
+    );
+    assert!(
+        !strings(&step(&report, 2)["updated"]).is_empty(),
+        "{report}"
+    );
+    assert_eq!(
+        step(&report, 5)["text"],
+        "Echo: back",
+        "{}",
+        step(&report, 5)
+    );
+    // The restarted process sends updates only for what it was subscribed to: by the gateway,
+    // again, since the client did nothing.
+    let marked = step(&report, 4)["marked"].as_u64().unwrap() as usize;
+    let after = strings(&step(&report, 7)["updated"]);
+    assert!(after.len() > marked, "{after:?}");
+}

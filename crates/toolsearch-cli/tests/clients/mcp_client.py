@@ -26,7 +26,10 @@ PLAN_JSON is a list of steps, each run in order on one session:
     {"op": "read", "uri": U}                       -> {"contents": [...]} or {"error": "...", "code": c}
     {"op": "subscribe" | "unsubscribe", "uri": U}  -> {"ok": true} or {"error": "...", "code": c}
     {"op": "wait_resources_changed"}               -> {"resources_changed": count} once a resources/list_changed arrived
-    {"op": "wait_updated", "uri": U}               -> {"updated": [uri, ...]} once U was reported updated
+    {"op": "wait_updated", "uri": U, "since_mark": b?}
+                                                   -> {"updated": [uri, ...]} once U was reported updated (after the last
+                                                      mark_updates, with since_mark)
+    {"op": "mark_updates"}                         -> {"marked": n}: the updates so far
     {"op": "complete_resource", "uri": U, "argument": {"name": A, "value": V}}
                                                    -> {"values": [...]} or {"error": "...", "code": c}
     {"op": "set_level", "level": L}                -> {"ok": true}
@@ -68,6 +71,7 @@ class Recorder:
         self.event = asyncio.Event()
         self.prompts_event = asyncio.Event()
         self.updated = []
+        self.mark = 0
         self.resources_changed = 0
         self.logs = []
         self.asked = []
@@ -242,8 +246,12 @@ async def run_step(client, recorder, step):
     if op == "wait_resources_changed":
         await recorder.wait_for(lambda: recorder.resources_changed > 0)
         return {"resources_changed": recorder.resources_changed}
+    if op == "mark_updates":
+        recorder.mark = len(recorder.updated)
+        return {"marked": recorder.mark}
     if op == "wait_updated":
-        await recorder.wait_for(lambda: step["uri"] in recorder.updated)
+        # With "since_mark": an update that came after the last mark_updates.
+        await recorder.wait_for(lambda: step["uri"] in (recorder.updated[recorder.mark:] if step.get("since_mark") else recorder.updated))
         return {"updated": list(recorder.updated)}
     if op == "complete_resource":
         ref = types.ResourceTemplateReference(uri=step["uri"])
