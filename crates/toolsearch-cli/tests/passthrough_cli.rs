@@ -202,7 +202,8 @@ fn client_requests_session(transport: Transport) {
                 {"op": "call", "name": "everything___trigger-sampling-request", "arguments": {"prompt": "write", "maxTokens": 20}},
                 {"op": "call", "name": "second___trigger-elicitation-request"},
                 {"op": "call", "name": "everything___get-roots-list"},
-                {"op": "wait_log", "contains": "Roots updated"},
+                {"op": "subscribe", "uri": gateway_uri("everything", ARCHITECTURE)},
+                {"op": "wait_log", "contains": "Received Subscribe Resource request"},
                 {"op": "asked"},
                 {"op": "call_progress", "name": "call_tool", "arguments": {"name": "everything___trigger-long-running-operation", "arguments": {"duration": 1, "steps": 2}}}
             ]
@@ -252,18 +253,22 @@ fn client_requests_session(transport: Transport) {
         "{roots}"
     );
 
-    let logs = step(&report, 5)["logs"].as_array().unwrap().clone();
-    let roots_log = logs
+    let logs = step(&report, 6)["logs"].as_array().unwrap().clone();
+    let subscribed = logs
         .iter()
-        .find(|l| l["data"].as_str().unwrap_or("").contains("Roots updated"))
+        .find(|l| {
+            l["data"]
+                .as_str()
+                .unwrap_or("")
+                .contains("Received Subscribe Resource request")
+        })
         .unwrap();
-    let logger = roots_log["logger"].as_str().unwrap();
-    assert!(
-        logger == "everything/everything-server" || logger == "second/everything-server",
-        "log messages are named by their server: {roots_log}"
+    assert_eq!(
+        subscribed["logger"], "everything",
+        "log messages are named by their server: {subscribed}"
     );
 
-    let asked: Vec<String> = step(&report, 6)["asked"]
+    let asked: Vec<String> = step(&report, 7)["asked"]
         .as_array()
         .unwrap()
         .iter()
@@ -272,7 +277,7 @@ fn client_requests_session(transport: Transport) {
     for method in ["sampling/createMessage", "elicitation/create", "roots/list"] {
         assert!(asked.contains(&method.to_string()), "{method} in {asked:?}");
     }
-    let sampling = step(&report, 6)["asked"]
+    let sampling = step(&report, 7)["asked"]
         .as_array()
         .unwrap()
         .iter()
@@ -288,7 +293,7 @@ fn client_requests_session(transport: Transport) {
     );
 
     // Through call_tool as directly: the progress of the call it runs.
-    let through = step(&report, 7);
+    let through = step(&report, 8);
     assert_eq!(through["is_error"], json!(false), "{through}");
     assert_eq!(through["progress"][0][0], json!(1.0), "{through}");
     assert_eq!(through["progress"][0][1], json!(2.0), "{through}");

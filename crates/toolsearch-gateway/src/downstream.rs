@@ -146,6 +146,14 @@ impl ServerHandler for GatewayService {
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         if self.bind(&context.extensions).is_ok() {
             self.gateway.attach_peer(self.session_id(), &context.peer);
+            // Upstreams asked for roots before this client was there: tell them to ask again.
+            let offers_roots = context
+                .peer
+                .peer_info()
+                .is_some_and(|info| info.capabilities.roots.is_some());
+            if offers_roots {
+                self.gateway.roots_changed().await;
+            }
         }
     }
 

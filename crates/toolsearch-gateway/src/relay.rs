@@ -8,8 +8,8 @@
 //! and `elicitation/create`, which show a person what one session's work is about, go only to the
 //! one session with calls in flight on that upstream, and are refused when several have (never
 //! shown to the wrong person). `roots/list` goes to the session of the most recent call in flight,
-//! or with none, to the most recent session whose client offers roots. Progress is matched
-//! exactly, by the token the gateway gave the upstream.
+//! or with none, to the most recent session whose client offers roots (an empty list before any
+//! has connected). Progress is matched exactly, by the token the gateway gave the upstream.
 // Sampling, roots and logging are deprecated in rmcp for the 2026 protocol, but every client that
 // speaks 2025-11-25 (all of today's) still uses them.
 #![allow(deprecated)]
@@ -455,15 +455,17 @@ impl Relay {
     }
 
     /// `roots/list` from `server`, asked of the client of the call in flight (or the latest
-    /// client that offers roots).
+    /// client that offers roots). With no such client yet there are no roots: an empty list (the
+    /// gateway sends `roots/list_changed` when one arrives, so the server asks again).
     pub async fn list_roots(
         &self,
         server: &str,
         context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        let (session, peer) = self
-            .roots_holder(server)
-            .ok_or_else(|| no_caller(server, "roots/list"))?;
+        let Some((session, peer)) = self.roots_holder(server) else {
+            tracing::debug!(server, "roots/list with no client offering roots: none yet");
+            return Ok(ListRootsResult::default());
+        };
         require(&peer, "roots/list", |c| c.roots.is_some())?;
         let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
         match forward(server, &session, &peer, request, context).await? {
