@@ -585,3 +585,34 @@ fn subscriptions_are_renewed_when_the_upstream_restarts() {
     let after = strings(&step(&report, 7)["updated"]);
     assert!(after.len() > marked, "{after:?}");
 }
+
+/// Upstream log messages reach only a session that asked for them with `logging/setLevel`, from
+/// then on, at that level and above.
+#[test]
+fn log_messages_reach_only_sessions_that_set_a_level() {
+    let dir = peers::scratch("passthrough-cli");
+    let config = config(&dir);
+    let features = "demo://resource/static/document/features.md";
+    let report = peers::run_client(
+        "mcp_client.py",
+        Transport::Http,
+        &config,
+        &json!([
+            {"op": "subscribe", "uri": gateway_uri("everything", ARCHITECTURE)},
+            {"op": "logs"},
+            {"op": "set_level", "level": "error"},
+            {"op": "subscribe", "uri": gateway_uri("everything", features)},
+            {"op": "logs"},
+            {"op": "set_level", "level": "info"},
+            {"op": "subscribe", "uri": gateway_uri("second", features)},
+            {"op": "wait_log", "contains": "features.md"}
+        ]),
+    );
+    // server-everything logs each subscription at level info.
+    assert_eq!(step(&report, 1)["logs"], json!([]), "no level set: nothing");
+    assert_eq!(step(&report, 4)["logs"], json!([]), "level error: no info");
+    let logs = step(&report, 7)["logs"].as_array().unwrap();
+    assert_eq!(logs.len(), 1, "{logs:?}");
+    assert_eq!(logs[0]["logger"], "second", "{logs:?}");
+    assert_eq!(logs[0]["level"], "info", "{logs:?}");
+}

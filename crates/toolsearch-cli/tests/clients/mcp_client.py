@@ -33,6 +33,7 @@ PLAN_JSON is a list of steps, each run in order on one session:
     {"op": "complete_resource", "uri": U, "argument": {"name": A, "value": V}}
                                                    -> {"values": [...]} or {"error": "...", "code": c}
     {"op": "set_level", "level": L}                -> {"ok": true}
+    {"op": "logs"}                                 -> {"logs": [...]}: the log messages so far (after a ping round trip)
     {"op": "wait_log", "contains": S}              -> {"logs": [...]} once a log message whose data contains S arrived
     {"op": "call_progress", "name": N, "arguments": {...}}
                                                    -> the call's summary plus {"progress": [[progress, total, message], ...]}
@@ -263,6 +264,9 @@ async def run_step(client, recorder, step):
     if op == "set_level":
         await client.set_logging_level(step["level"])
         return {"ok": True}
+    if op == "logs":
+        await client.send_ping()
+        return {"logs": list(recorder.logs)}
     if op == "wait_log":
         await recorder.wait_for(lambda: any(step["contains"] in json.dumps(l) for l in recorder.logs))
         return {"logs": list(recorder.logs)}
