@@ -91,6 +91,15 @@ where
     fused
 }
 
+/// A keyed list with its scores put through `normalize`, keys in place.
+fn rescaled<K: Copy>(list: &[(K, f32)], normalize: fn(&[f32]) -> Vec<f32>) -> Vec<(K, f32)> {
+    let raw: Vec<f32> = list.iter().map(|&(_, s)| s).collect();
+    list.iter()
+        .map(|&(key, _)| key)
+        .zip(normalize(&raw))
+        .collect()
+}
+
 /// Convex combination: `alpha * dense + (1 - alpha) * lexical`, each list's scores min-max
 /// normalised first ([`min_max_normalize`]); a key missing from a list gets 0 from it. `alpha` is
 /// clamped to 0..1 (0: lexical only, 1: dense only; non-finite reads as 0). A key listed twice in
@@ -99,13 +108,7 @@ pub fn convex_combination<K>(lexical: &[(K, f32)], dense: &[(K, f32)], alpha: f3
 where
     K: Copy + Eq + Hash + Ord,
 {
-    let normalised = |list: &[(K, f32)]| -> Vec<(K, f32)> {
-        let raw: Vec<f32> = list.iter().map(|&(_, s)| s).collect();
-        list.iter()
-            .map(|&(key, _)| key)
-            .zip(min_max_normalize(&raw))
-            .collect()
-    };
+    let normalised = |list: &[(K, f32)]| rescaled(list, min_max_normalize);
     weighted_sum(&normalised(lexical), &normalised(dense), alpha)
 }
 
@@ -131,13 +134,7 @@ pub fn z_score_combination<K>(lexical: &[(K, f32)], dense: &[(K, f32)], alpha: f
 where
     K: Copy + Eq + Hash + Ord,
 {
-    let normalised = |list: &[(K, f32)]| -> Vec<(K, f32)> {
-        let raw: Vec<f32> = list.iter().map(|&(_, s)| s).collect();
-        list.iter()
-            .map(|&(key, _)| key)
-            .zip(z_score_normalize(&raw))
-            .collect()
-    };
+    let normalised = |list: &[(K, f32)]| rescaled(list, z_score_normalize);
     let mut fused = weighted_sum(&normalised(lexical), &normalised(dense), alpha);
     let best = fused.first().map_or(0.0, |&(_, s)| s);
     if best > 0.0 {
