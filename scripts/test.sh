@@ -5,6 +5,9 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# Incremental caches only help rebuilds; a one-shot run would write gigabytes of them.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 bash scripts/install-test-peers.sh
 cargo fmt --all --check
 python3 scripts/check-module-cycles.py
