@@ -17,7 +17,7 @@ pub use catalog::{validate_tools, Catalog, Rejected, ToolRejection, MAX_SCHEMA_D
 pub use contract::{SearchArgs, SearchOptions, SearchResults, ToolMatch};
 pub use disclosure::{
     error_result, Disclosure, DisclosureConfig, Dispatch, ExposedTool, Exposure, MetaOutcome,
-    MetaTool, Preset, SelectionOrder, ServedId, ServerStatus,
+    MetaTool, Preset, SelectionOrder, ServedId, ServerStatus, SessionSnapshot,
 };
 pub use error::{Error, Result};
 pub use formats::{parse_catalog, CatalogFormat};

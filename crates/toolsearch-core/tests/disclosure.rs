@@ -904,3 +904,46 @@ fn stale_reveals_are_skipped_after_a_server_changes() {
     assert!(d.is_active(&engine));
     assert!(names_with(&d.visible_tools("s", &engine), Exposure::Full).is_empty());
 }
+
+#[test]
+fn a_session_snapshot_restored_elsewhere_shows_the_same_tools() {
+    let engine = engine();
+    let first = disclosure(Preset::Progressive);
+    assert_eq!(first.session_snapshot("s"), None);
+    first
+        .handle(
+            "s",
+            "tool_search",
+            json!({"query": "weather___get_weather"}),
+            &engine,
+        )
+        .unwrap();
+    let snapshot = first.session_snapshot("s").unwrap();
+    assert!(!snapshot.revealed.is_empty());
+
+    // Another process with the same catalog, given the snapshot, shows what the first shows.
+    let full = |d: &Disclosure| names_with(&d.visible_tools("s", &engine), Exposure::Full);
+    let second = disclosure(Preset::Progressive);
+    assert!(full(&second).is_empty());
+    let wire = serde_json::to_string(&snapshot).unwrap();
+    second.restore_session("s", serde_json::from_str(&wire).unwrap());
+    assert!(full(&first).contains(&"weather___get_weather".to_string()));
+    assert_eq!(full(&second), full(&first));
+    assert_eq!(second.session_snapshot("s"), Some(snapshot));
+}
+
+#[test]
+fn a_restored_snapshot_keeps_the_reveal_bound() {
+    let mut config = config(Preset::Progressive);
+    config.max_reveals_per_session = 2;
+    let d = Disclosure::new(config).unwrap();
+    let revealed: Vec<_> = tools().iter().take(5).map(|t| t.id()).collect();
+    d.restore_session(
+        "s",
+        toolsearch_core::SessionSnapshot {
+            revealed: revealed.clone(),
+            limit_set: None,
+        },
+    );
+    assert_eq!(d.session_snapshot("s").unwrap().revealed, revealed[3..]);
+}

@@ -35,6 +35,7 @@ use crate::served::{parse_arguments, tool_schema_problems, ToolDecl};
 use crate::tool::{DeferPolicy, Tool, ToolId};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
+pub use session::SessionSnapshot;
 use session::{Session, SessionStore};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -259,6 +260,22 @@ impl Disclosure {
 
     pub fn session_count(&self) -> usize {
         self.lock().sessions.len()
+    }
+
+    /// A session's reveals as plain data; `None` for a session that never changed anything.
+    pub fn session_snapshot(&self, session_id: &str) -> Option<SessionSnapshot> {
+        self.lock().sessions.get(session_id).map(Session::snapshot)
+    }
+
+    /// Replaces a session's reveals with `snapshot` (kept elsewhere, e.g. by another replica),
+    /// within this disclosure's bounds: the newest `maxRevealsPerSession` reveals are kept, and creating
+    /// the session may evict the least recently used one.
+    pub fn restore_session(&self, session_id: &str, snapshot: SessionSnapshot) {
+        let max = self.config.max_reveals_per_session;
+        self.lock()
+            .sessions
+            .get_or_create(session_id)
+            .restore(snapshot, max);
     }
 
     /// Whether the catalog is large enough for disclosure to defer `Automatic` tools.

@@ -2,7 +2,21 @@
 //! used evicted) and the reveals of each session (oldest dropped).
 
 use crate::tool::ToolId;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, VecDeque};
+
+/// What a session has changed, as plain data: what an embedder keeps outside the process (a
+/// store shared by several gateway replicas) and gives back with
+/// [`Disclosure::restore_session`](super::Disclosure::restore_session).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSnapshot {
+    /// Revealed tools, oldest first.
+    pub revealed: Vec<ToolId>,
+    /// `limit` preset: the exposed set chosen by the last search.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit_set: Option<Vec<ToolId>>,
+}
 
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Session {
@@ -14,6 +28,20 @@ pub(crate) struct Session {
 }
 
 impl Session {
+    pub fn snapshot(&self) -> SessionSnapshot {
+        SessionSnapshot {
+            revealed: self.revealed.iter().cloned().collect(),
+            limit_set: self.limit_set.clone(),
+        }
+    }
+
+    /// Takes the reveals of `snapshot`, keeping at most the newest `max`.
+    pub fn restore(&mut self, snapshot: SessionSnapshot, max: usize) {
+        let skip = snapshot.revealed.len().saturating_sub(max);
+        self.revealed = snapshot.revealed.into_iter().skip(skip).collect();
+        self.limit_set = snapshot.limit_set;
+    }
+
     /// Adds `ids` not yet revealed, dropping the oldest past `max`; returns the ones added.
     pub fn reveal(&mut self, ids: impl IntoIterator<Item = ToolId>, max: usize) -> Vec<ToolId> {
         let mut added = Vec::new();
