@@ -96,6 +96,52 @@ pub struct GatewayConfig {
     /// The `http` section: the listener's limits and its `Host`/`Origin` rules.
     #[serde(default)]
     pub http: crate::http_config::HttpConfig,
+    /// The `state` section: where sessions live (this process, or Redis shared by replicas).
+    #[serde(default)]
+    pub state: StateConfig,
+}
+
+/// The `state` section. Without `redis` every session lives in this process's memory; with it,
+/// what a session must keep across requests (its MCP session, token, reveals and large outputs)
+/// lives in Redis, so that several replicas behind a load balancer serve any request.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StateConfig {
+    /// `redis://host:port/db` (or `rediss://` for TLS); credentials may sit in the URL.
+    #[serde(default)]
+    pub redis: Option<String>,
+    /// Names the keys of this deployment start with, so that several share one Redis.
+    #[serde(default = "default_state_prefix")]
+    pub prefix: String,
+    /// A session untouched this long is forgotten, with everything it kept.
+    #[serde(default = "default_session_ttl")]
+    pub session_ttl_secs: u64,
+    /// How long a request waits on Redis before it fails with an error saying so.
+    #[serde(default = "default_state_timeout")]
+    pub timeout_ms: u64,
+}
+
+fn default_state_prefix() -> String {
+    "toolsearch".to_string()
+}
+
+fn default_session_ttl() -> u64 {
+    3600
+}
+
+fn default_state_timeout() -> u64 {
+    2000
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        Self {
+            redis: None,
+            prefix: default_state_prefix(),
+            session_ttl_secs: default_session_ttl(),
+            timeout_ms: default_state_timeout(),
+        }
+    }
 }
 
 /// The `rest` section.
@@ -668,6 +714,7 @@ impl GatewayConfig {
             ));
         }
         validate_offload(&ts.offload)?;
+        validate_state(&self.state)?;
         for (section, names) in [
             ("categories", ts.categories.keys().collect::<Vec<_>>()),
             ("tags", ts.tags.keys().collect::<Vec<_>>()),
@@ -801,6 +848,32 @@ impl GatewayConfig {
         }
         Ok(())
     }
+}
+
+fn validate_state(state: &StateConfig) -> Result<(), (String, String)> {
+    if let Some(url) = &state.redis {
+        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+            return Err((
+                "state.redis".into(),
+                "must be a URL like `redis://127.0.0.1:6379` (or `rediss://` for TLS)".into(),
+            ));
+        }
+    }
+    if state.prefix.is_empty() || state.prefix.contains(char::is_whitespace) {
+        return Err((
+            "state.prefix".into(),
+            "must be a non-empty word without spaces; the default is `toolsearch`".into(),
+        ));
+    }
+    for (key, value) in [
+        ("state.sessionTtlSecs", state.session_ttl_secs),
+        ("state.timeoutMs", state.timeout_ms),
+    ] {
+        if value == 0 {
+            return Err((key.into(), "is 0; give a positive number".into()));
+        }
+    }
+    Ok(())
 }
 
 fn validate_offload(o: &OffloadConfig) -> Result<(), (String, String)> {

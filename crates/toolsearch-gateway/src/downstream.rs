@@ -26,6 +26,8 @@ use rmcp::model::{
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+
+use crate::shared::SharedSessions;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
@@ -99,6 +101,13 @@ impl GatewayService {
         if is_sessionless(parts) {
             self.gateway.mark_sessionless(self.session_id());
         }
+        if let Some(id) = parts
+            .headers
+            .get(rmcp::transport::common::http_header::HEADER_SESSION_ID)
+            .and_then(|v| v.to_str().ok())
+        {
+            self.gateway.name_session(self.session_id(), id);
+        }
         let Some(grant) = parts.extensions.get::<Grant>() else {
             return Ok(());
         };
@@ -139,6 +148,11 @@ impl ServerHandler for GatewayService {
     ) -> Result<InitializeResult, ErrorData> {
         // Bound before the answer is written: its instructions list the session's tools.
         self.bind(&context.extensions)?;
+        let restored = context
+            .extensions
+            .get::<rmcp::transport::streamable_http_server::session::SessionRestoreMarker>()
+            .is_some();
+        self.gateway.observer().metrics().session_started(restored);
         context.peer.set_peer_info(request.clone());
         self.negotiate_initialize(&request)
     }
@@ -167,6 +181,8 @@ impl ServerHandler for GatewayService {
         let tools = self
             .gateway
             .list_tools(self.session_id())
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
             .into_iter()
             .filter_map(|tool| {
                 let name = tool.name.clone();
@@ -506,6 +522,8 @@ struct SessionOwners {
     manager: Arc<LocalSessionManager>,
     /// Owners kept after the last sweep; the next sweep runs when there are twice as many.
     swept: Mutex<usize>,
+    /// The owners of sessions other replicas opened, when replicas share sessions.
+    shared: Arc<dyn SharedSessions>,
 }
 
 /// What rmcp answers for a session it does not know; a session of another token gets the same,
@@ -558,9 +576,32 @@ async fn require_session_owner(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let delete = request.method() == Method::DELETE;
+    if named.is_none() && request.method() == Method::POST && sessions.shared.is_shared() {
+        if let Err(e) = sessions.shared.check().await {
+            tracing::error!(error = %e, "refused a new MCP session");
+            return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response();
+        }
+    }
     if let Some(id) = &named {
-        if let Some(bound) = sessions.lock().get(id) {
-            if owner != Some(*bound) {
+        let known = sessions.lock().get(id).copied();
+        let bound = match known {
+            Some(bound) => Some(bound),
+            // Opened on another replica: its token is in the shared store.
+            None if sessions.shared.is_shared() => match sessions.shared.owner(id).await {
+                Ok(Some(bound)) => {
+                    sessions.lock().insert(id.clone(), bound);
+                    Some(bound)
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot check an MCP session's token");
+                    return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response();
+                }
+            },
+            None => None,
+        };
+        if let Some(bound) = bound {
+            if owner != Some(bound) {
                 tracing::warn!(token = ?owner.flatten(), "refused a request on an MCP session opened with another token");
                 return unknown_session();
             }
@@ -573,13 +614,19 @@ async fn require_session_owner(
                 .headers()
                 .get(rmcp::transport::common::http_header::HEADER_SESSION_ID)
                 .and_then(|v| v.to_str().ok());
-            if let Some(id) = created {
-                sessions.lock().insert(id.to_string(), owner);
+            if let Some(id) = created.map(str::to_string) {
+                sessions.lock().insert(id.clone(), owner);
+                if let Err(e) = sessions.shared.set_owner(&id, owner).await {
+                    tracing::error!(error = %e, "the new MCP session is not shared: other replicas will not know it");
+                }
                 sessions.sweep().await;
             }
         }
         (Some(id), _) if delete && response.status().is_success() => {
             sessions.lock().remove(&id);
+            if let Err(e) = sessions.shared.end_session(&id).await {
+                tracing::warn!(error = %e, "an ended MCP session stays in the shared store until it expires");
+            }
         }
         _ => {}
     }
@@ -599,15 +646,19 @@ pub fn http_app(
 ) -> Router {
     // rmcp's own Host list would disagree with the listener's rules (`http.allowedHosts`, every
     // 127.x address); the listener applies them to /mcp and the REST routes alike.
-    let config = StreamableHttpServerConfig::default()
+    let mut config = StreamableHttpServerConfig::default()
         .with_cancellation_token(shutdown)
         .disable_allowed_hosts();
+    // Replicas sharing sessions: a session another replica opened is restored here from the
+    // client's `initialize`, kept in the shared store.
+    config.session_store = gateway.shared().clone().mcp_session_store();
     let factory_gateway = gateway.clone();
     let manager = Arc::new(LocalSessionManager::default());
     let owners = Arc::new(SessionOwners {
         owners: Mutex::new(HashMap::new()),
         manager: manager.clone(),
         swept: Mutex::new(0),
+        shared: gateway.shared().clone(),
     });
     let mcp = StreamableHttpService::new(
         move || Ok(GatewayService::new(factory_gateway.clone())),

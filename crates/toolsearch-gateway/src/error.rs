@@ -13,6 +13,10 @@ pub enum GatewayError {
     #[error(transparent)]
     Config(Box<ConfigError>),
 
+    /// The store replicas share sessions through did not answer.
+    #[error(transparent)]
+    SharedState(Box<crate::shared::SharedStateError>),
+
     #[error("unknown upstream server `{server}`; configured servers: {known}")]
     UnknownServer { server: String, known: String },
 

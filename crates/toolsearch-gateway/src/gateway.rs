@@ -37,6 +37,7 @@ use crate::relay::CallOrigin;
 use crate::resources;
 use crate::rest::SharedEngine;
 use crate::semantic::Semantic;
+use crate::shared::{Notice, NoticeKind, SharedOutput, SharedSessions, SharedStateError};
 use crate::supervisor::{ServerState, UpstreamEvent, UpstreamManager};
 
 /// Search results mark the tools of upstreams that are not ready.
@@ -76,6 +77,9 @@ struct SessionEntry {
     /// A request of protocol 2026-07-28, which has no sessions: rmcp gives each request a
     /// session of its own, so what must outlive the request is kept by owner instead.
     sessionless: bool,
+    /// The client's `Mcp-Session-Id` (HTTP), the key of what the session keeps: the same on every
+    /// replica that serves it.
+    shared_id: Option<String>,
 }
 
 /// Everything the downstream server needs: engine, disclosure, upstreams, sessions.
@@ -101,6 +105,8 @@ pub struct Gateway {
     semantic: Arc<Semantic>,
     /// Metrics and the last searches.
     observer: Arc<Observer>,
+    /// Where sessions are kept between requests: this process, or a store shared by replicas.
+    shared: Arc<dyn SharedSessions>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -179,7 +185,18 @@ impl Gateway {
         let events = upstreams.subscribe();
         let engine = Arc::new(RwLock::new(engine));
         let semantic = Semantic::start(&config.tool_search.semantic, engine.clone());
+        let shared = crate::shared::from_config(
+            &config.state,
+            crate::shared::Limits {
+                max_sessions: disclosure.config().max_sessions,
+                max_outputs_per_session: config.tool_search.offload.max_outputs_per_session,
+                max_bytes_per_session: config.tool_search.offload.max_bytes_per_session,
+            },
+        )
+        .map_err(|e| GatewayError::SharedState(Box::new(e)))?;
+        let notices = shared.notices();
         let gateway = Arc::new(Self {
+            shared,
             semantic,
             status,
             offload_tools,
@@ -201,6 +218,7 @@ impl Gateway {
         });
         gateway.resync();
         tokio::spawn(follow_upstreams(Arc::downgrade(&gateway), events));
+        tokio::spawn(follow_notices(Arc::downgrade(&gateway), notices));
         Ok(gateway)
     }
 
@@ -246,6 +264,7 @@ impl Gateway {
             );
         }
         metrics.sessions(self.lock_sessions().len());
+        metrics.state_store(self.shared.kind(), self.shared.is_up());
         if let Some(store) = &self.offload {
             let (outputs, bytes) = store.totals();
             metrics.offloaded(outputs, bytes);
@@ -363,8 +382,23 @@ impl Gateway {
         }
     }
 
-    /// Where a session's large outputs are kept: the session, or for a sessionless request its
-    /// token's shelf (`token:N`, `token:none` without tokens).
+    /// Names a session by the client's `Mcp-Session-Id`, the key of its state on every replica.
+    pub fn name_session(&self, session: &str, mcp_session_id: &str) {
+        if let Some(entry) = self.lock_sessions().get_mut(session) {
+            if entry.shared_id.is_none() {
+                entry.shared_id = Some(mcp_session_id.to_string());
+            }
+        }
+    }
+
+    /// The store that keeps sessions between requests.
+    pub fn shared(&self) -> &Arc<dyn SharedSessions> {
+        &self.shared
+    }
+
+    /// The key of a session's large outputs: its `Mcp-Session-Id` over HTTP (the same on every
+    /// replica), for a sessionless request its token's shelf (`token:N`, `token:none` without
+    /// tokens), else the session itself.
     fn state_key(&self, session: &str) -> String {
         match self.lock_sessions().get(session) {
             Some(SessionEntry {
@@ -375,8 +409,41 @@ impl Gateway {
                 Some(owner) => format!("token:{owner}"),
                 None => "token:none".to_string(),
             },
+            Some(SessionEntry {
+                shared_id: Some(id),
+                ..
+            }) => id.clone(),
             _ => session.to_string(),
         }
+    }
+
+    /// The key of a session's reveals: its `Mcp-Session-Id` over HTTP (the same on every
+    /// replica), else the session itself. The flag says whether they outlive the request: not for
+    /// a request without a session (protocol 2026-07-28), whose `tools/list` must not depend on
+    /// earlier calls (SEP-2567).
+    fn reveal_key(&self, session: &str) -> (String, bool) {
+        match self.lock_sessions().get(session) {
+            Some(SessionEntry {
+                sessionless: true, ..
+            }) => (session.to_string(), false),
+            Some(SessionEntry {
+                shared_id: Some(id),
+                ..
+            }) => (id.clone(), true),
+            _ => (session.to_string(), true),
+        }
+    }
+
+    /// Brings the session's reveals up to date from the shared store (another replica may have
+    /// changed them). In process there is nothing to read.
+    async fn load_shared(&self, key: &str) -> Result<(), SharedStateError> {
+        if !self.shared.is_shared() {
+            return Ok(());
+        }
+        if let Some(snapshot) = self.shared.load_reveals(key).await? {
+            self.disclosure.restore_session(key, snapshot);
+        }
+        Ok(())
     }
 
     /// Remembers how to reach a session, for list_changed.
@@ -394,10 +461,10 @@ impl Gateway {
 
     /// Forgets a session: its reveals and its peer.
     pub fn end_session(&self, session: &str) {
-        let sessionless = self
+        let (sessionless, shared_id) = self
             .lock_sessions()
             .remove(session)
-            .is_some_and(|entry| entry.sessionless);
+            .map_or((false, None), |entry| (entry.sessionless, entry.shared_id));
         let orphaned = self.upstreams.relay().end_session(session);
         if !orphaned.is_empty() {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -409,26 +476,37 @@ impl Gateway {
                 });
             }
         }
-        self.disclosure.end_session(session);
+        // Its reveals and outputs are kept under its shared key; what the shared store holds
+        // stays for the replicas that go on serving it.
+        let key = shared_id.unwrap_or_else(|| session.to_string());
+        self.disclosure.end_session(&key);
         if let Some(store) = &self.offload {
             // A sessionless request's outputs belong to its token's shelf, which outlives it.
             if !sessionless {
-                store.end_session(session);
+                store.end_session(&key);
             }
         }
         tracing::debug!(session, "session ended");
     }
 
-    /// What tools/list returns to this session: the tools of its scope.
-    pub fn list_tools(&self, session: &str) -> Vec<ExposedTool> {
+    /// What tools/list returns to this session: the tools of its scope, with its reveals (read
+    /// from the shared store when replicas share one, which fails when that store does not
+    /// answer).
+    pub async fn list_tools(&self, session: &str) -> Result<Vec<ExposedTool>> {
         let scope = self.session_scope(session);
+        let (key, kept) = self.reveal_key(session);
+        if kept {
+            self.load_shared(&key)
+                .await
+                .map_err(|e| GatewayError::SharedState(Box::new(e)))?;
+        }
         let tools = self
             .disclosure
-            .visible_tools(Caller::new(session, &scope), &self.read_engine());
+            .visible_tools(Caller::new(&key, &scope), &self.read_engine());
         if let Some(entry) = self.lock_sessions().get_mut(session) {
             entry.listed = Some(tools.iter().map(|t| t.name.clone()).collect());
         }
-        tools
+        Ok(tools)
     }
 
     /// Every ready upstream's prompts that the session's scope allows, named as tools are
@@ -834,11 +912,29 @@ impl Gateway {
     ) -> CallToolResult {
         let scope = self.session_scope(session);
         let started = std::time::Instant::now();
+        let (key, kept) = self.reveal_key(session);
+        if kept {
+            if let Err(e) = self.load_shared(&key).await {
+                tracing::warn!(session, tool = name, error = %e, "call refused");
+                return error_text(&GatewayError::SharedState(Box::new(e)));
+            }
+        }
+        let before =
+            (kept && self.shared.is_shared()).then(|| self.disclosure.session_snapshot(&key));
         let dispatch = {
             let engine = self.read_engine();
             self.disclosure
-                .dispatch(Caller::new(session, &scope), name, arguments, &engine)
+                .dispatch(Caller::new(&key, &scope), name, arguments, &engine)
         };
+        if let Some(before) = before {
+            let after = self.disclosure.session_snapshot(&key);
+            if let (Some(after), true) = (&after, after != before) {
+                if let Err(e) = self.shared.save_reveals(&key, after).await {
+                    tracing::warn!(session, tool = name, error = %e, "reveals not shared");
+                    return error_text(&GatewayError::SharedState(Box::new(e)));
+                }
+            }
+        }
         match dispatch {
             Err(e) => {
                 tracing::debug!(session, tool = name, error = %e, "call refused");
@@ -853,6 +949,7 @@ impl Gateway {
                 );
                 if outcome.visible_changed {
                     self.notify(session).await;
+                    self.publish_tools_changed(&key).await;
                 }
                 json_result(outcome.result, false)
             }
@@ -903,7 +1000,22 @@ impl Gateway {
                 match outcome {
                     Ok(result) => match &self.offload {
                         Some(store) => {
-                            store.offload_result(&self.state_key(session), &public, result)
+                            let shelf = self.state_key(session);
+                            let (result, stored) =
+                                store.offload_result_keeping(&shelf, &public, result);
+                            if let (Some(output), true) = (stored, self.shared.is_shared()) {
+                                let copy = SharedOutput {
+                                    tool: output.tool.clone(),
+                                    text: output.text.clone(),
+                                };
+                                if let Err(e) =
+                                    self.shared.put_output(&shelf, &output.handle, &copy).await
+                                {
+                                    // The handle still works on this replica.
+                                    tracing::warn!(session, handle = %output.handle, error = %e, "large output not shared");
+                                }
+                            }
+                            result
                         }
                         None => result,
                     },
@@ -1024,6 +1136,11 @@ impl Gateway {
             );
         };
         let key = self.state_key(session);
+        if self.shared.is_shared() {
+            if let Err(e) = self.adopt_shared_output(store, &key, &arguments).await {
+                return json_result(serde_json::json!({ "error": e.to_string() }), true);
+            }
+        }
         let call = store.call(&key, tool, arguments, self.call_timeout);
         let outcome = tokio::select! {
             outcome = call => outcome,
@@ -1034,6 +1151,57 @@ impl Gateway {
             Err(e) => {
                 tracing::debug!(session, tool = tool.name(), error = %e, "large-output call refused");
                 json_result(serde_json::json!({ "error": e.to_string() }), true)
+            }
+        }
+    }
+
+    /// Copies the output a large-output call names from the shared store when another replica
+    /// stored it.
+    async fn adopt_shared_output(
+        &self,
+        store: &OffloadStore,
+        key: &str,
+        arguments: &Value,
+    ) -> Result<(), SharedStateError> {
+        let Some(handle) = arguments.get("handle").and_then(Value::as_str) else {
+            return Ok(());
+        };
+        if store.get(key, handle).is_ok() {
+            return Ok(());
+        }
+        if let Some(output) = self.shared.get_output(key, handle).await? {
+            store.adopt(key, handle, &output.tool, output.text);
+        }
+        Ok(())
+    }
+
+    /// Tells the other replicas that a session's tool list changed: the client's stream may be
+    /// held by any of them.
+    async fn publish_tools_changed(&self, key: &str) {
+        if !self.shared.is_shared() || self.preset() == Preset::Search {
+            return;
+        }
+        let notice = Notice {
+            from: self.shared.replica().to_string(),
+            session: key.to_string(),
+            kind: NoticeKind::ToolsChanged,
+        };
+        if let Err(e) = self.shared.publish(&notice).await {
+            tracing::warn!(session = key, error = %e, "the other replicas were not told of a tool list change");
+        }
+    }
+
+    /// Acts on another replica's notice: the sessions here named by it are notified.
+    async fn on_notice(&self, notice: Notice) {
+        let sessions: Vec<String> = self
+            .lock_sessions()
+            .iter()
+            .filter(|(_, e)| e.shared_id.as_deref() == Some(notice.session.as_str()))
+            .map(|(id, _)| id.clone())
+            .collect();
+        for session in sessions {
+            match notice.kind {
+                NoticeKind::ToolsChanged => self.notify(&session).await,
             }
         }
     }
@@ -1083,9 +1251,10 @@ impl Gateway {
             .collect();
         for (session, listed) in candidates {
             let scope = self.session_scope(&session);
+            let (key, _) = self.reveal_key(&session);
             let now: Vec<String> = self
                 .disclosure
-                .visible_tools(Caller::new(&session, &scope), &self.read_engine())
+                .visible_tools(Caller::new(&key, &scope), &self.read_engine())
                 .into_iter()
                 .map(|t| t.name)
                 .collect();
@@ -1165,6 +1334,26 @@ async fn follow_upstreams(
                 tracing::warn!(missed, "missed upstream events; re-indexing every server");
                 gateway.resync();
                 gateway.notify_changed_sessions().await;
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Acts on the other replicas' notices; ends with the gateway.
+async fn follow_notices(
+    gateway: Weak<Gateway>,
+    mut notices: tokio::sync::broadcast::Receiver<Notice>,
+) {
+    loop {
+        let notice = notices.recv().await;
+        let Some(gateway) = gateway.upgrade() else {
+            return;
+        };
+        match notice {
+            Ok(notice) => gateway.on_notice(notice).await,
+            Err(RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, "missed notices of other replicas");
             }
             Err(RecvError::Closed) => return,
         }

@@ -36,6 +36,7 @@ pub mod relay;
 pub mod resources;
 pub mod rest;
 pub mod semantic;
+pub mod shared;
 mod state;
 pub mod stdio;
 pub mod supervisor;

@@ -74,6 +74,8 @@ pub struct Metrics {
     sessions_open: IntGauge,
     offloaded_outputs: IntGauge,
     offloaded_bytes: IntGauge,
+    state_store_up: IntGaugeVec,
+    sessions_started: IntCounterVec,
 }
 
 /// The states an upstream can be in, as the `state` label of `toolsearch_upstream_state`.
@@ -151,6 +153,16 @@ impl Metrics {
                 "toolsearch_offloaded_bytes",
                 "Bytes of large tool outputs stored across sessions",
             ),
+            state_store_up: gauges(
+                "toolsearch_state_store_up",
+                "1 when the store sessions are kept in (memory or redis) answered its last request",
+                &["store"],
+            ),
+            sessions_started: counters(
+                "toolsearch_sessions_started_total",
+                "MCP sessions started here: opened by a client's initialize, or restored from the shared state (a session another replica opened)",
+                &["how"],
+            ),
             registry: Registry::new(),
         };
         metrics.register_all();
@@ -172,6 +184,8 @@ impl Metrics {
             Box::new(self.sessions_open.clone()),
             Box::new(self.offloaded_outputs.clone()),
             Box::new(self.offloaded_bytes.clone()),
+            Box::new(self.state_store_up.clone()),
+            Box::new(self.sessions_started.clone()),
         ];
         for collector in collectors {
             // Names are fixed and distinct: registering cannot fail.
@@ -247,6 +261,18 @@ impl Metrics {
             .set(i64::try_from(outputs).unwrap_or(i64::MAX));
         self.offloaded_bytes
             .set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// An MCP session started here: `restored` when another replica opened it.
+    pub fn session_started(&self, restored: bool) {
+        let how = if restored { "restored" } else { "opened" };
+        self.sessions_started.with_label_values(&[how]).inc();
+    }
+
+    pub fn state_store(&self, store: &str, up: bool) {
+        self.state_store_up
+            .with_label_values(&[store])
+            .set(i64::from(up));
     }
 
     /// The page `/metrics` serves.

@@ -87,10 +87,35 @@ impl OffloadStore {
             original
         });
         let output = Arc::new(StoredOutput::new(self.new_handle(), tool.to_string(), text));
+        self.insert(session, output.clone());
+        Stored { output, cut_from }
+    }
+
+    /// Keeps an output another replica stored under `handle` (read back from the shared state),
+    /// within the same bounds as [`put`](Self::put). Keeping one it already holds changes nothing.
+    pub fn adopt(&self, session: &str, handle: &str, tool: &str, text: String) {
+        if self.get(session, handle).is_ok() {
+            return;
+        }
+        let mut text = text;
+        text.truncate(floor_char_boundary(
+            &text,
+            self.config.max_bytes_per_session,
+        ));
+        let output = Arc::new(StoredOutput::new(
+            handle.to_string(),
+            tool.to_string(),
+            text,
+        ));
+        self.insert(session, output);
+    }
+
+    fn insert(&self, session: &str, output: Arc<StoredOutput>) {
+        let max_bytes = self.config.max_bytes_per_session;
         let mut sessions = self.lock();
         let store = sessions.entry(session.to_string()).or_default();
         store.bytes += output.text.len();
-        store.outputs.push_back(output.clone());
+        store.outputs.push_back(output);
         while store.outputs.len() > self.config.max_outputs_per_session || store.bytes > max_bytes {
             let Some(old) = store.outputs.pop_front() else {
                 break;
@@ -102,7 +127,6 @@ impl OffloadStore {
                 store.dropped.pop_front();
             }
         }
-        Stored { output, cut_from }
     }
 
     /// The output `handle` of `session`; never another session's.
@@ -164,10 +188,21 @@ impl OffloadStore {
         &self,
         session: &str,
         tool: &str,
-        mut result: CallToolResult,
+        result: CallToolResult,
     ) -> CallToolResult {
+        self.offload_result_keeping(session, tool, result).0
+    }
+
+    /// [`offload_result`](Self::offload_result), with the output it stored, if any (for a copy
+    /// in the shared state).
+    pub fn offload_result_keeping(
+        &self,
+        session: &str,
+        tool: &str,
+        mut result: CallToolResult,
+    ) -> (CallToolResult, Option<Arc<StoredOutput>>) {
         if !self.config.enabled {
-            return result;
+            return (result, None);
         }
         let text_bytes: usize = result
             .content
@@ -176,7 +211,7 @@ impl OffloadStore {
             .map(|t| t.text.len())
             .sum();
         if text_bytes <= self.config.threshold_bytes {
-            return result;
+            return (result, None);
         }
         // All text parts become one stored output, in order; the notice takes the place of the
         // first of them and the other parts (images, audio, resources) keep theirs.
@@ -198,7 +233,7 @@ impl OffloadStore {
         kept.insert(first_text.unwrap_or(0), ContentBlock::text(notice));
         result.content = kept;
         result.structured_content = Some(structured);
-        result
+        (result, Some(stored.output))
     }
 }
 
