@@ -3,6 +3,7 @@
 #   .test-peers/node   @modelcontextprotocol/server-everything and playwright-core (npm)
 #   .test-peers/venv   mcp (the official Python SDK) and mcp-server-time (PyPI)
 #   /usr/bin/chromium  Debian's Chromium, for the console's browser tests (apt, when absent)
+#   redis-server, nginx  Debian's, for the replica tests (apt, when absent)
 # Idempotent: a peer already at its pinned version is left alone.
 # Needs: node + npm (>= 18), python3 (>= 3.10) with the venv module.
 set -euo pipefail
@@ -86,21 +87,33 @@ else
 fi
 [ -x "$VENV/bin/mcp-server-time" ] || die "mcp-server-time entry point missing at $VENV/bin/mcp-server-time"
 
-# --- Debian: Chromium, driven by playwright-core (which downloads no browser) ------------------
+# --- Debian: Chromium (driven by playwright-core, which downloads no browser), and Redis and nginx
+# for the replica tests: each installed with apt when absent ----------------------------------
+apt_updated=""
+debian_package() { # PATH PACKAGE VARIABLE
+    if [ -x "$1" ]; then
+        echo "$2 already installed ($1)"
+        return
+    fi
+    echo "installing $2 (Debian package) ..."
+    local sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    command -v apt-get >/dev/null 2>&1 || die "$2 is missing at $1 and apt-get is not available: install $2 and set $3 to its path"
+    if [ -z "$apt_updated" ]; then
+        # A failing source in the machine's apt lists must not stop the install from Debian's own.
+        $sudo apt-get update -qq || echo "apt-get update reported errors; trying the install anyway" >&2
+        apt_updated=1
+    fi
+    (DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "$2" >/dev/null) \
+        || die "apt-get install $2 failed (are Debian's package mirrors reachable, and are you root or a sudoer?)"
+    [ -x "$1" ] || die "$2 was installed but $1 is missing; set $3 to its path"
+}
 CHROMIUM="${CHROMIUM:-/usr/bin/chromium}"
-if [ -x "$CHROMIUM" ]; then
-    echo "chromium already installed ($CHROMIUM)"
-else
-    echo "installing chromium (Debian package) ..."
-    SUDO=""
-    [ "$(id -u)" = 0 ] || SUDO="sudo"
-    command -v apt-get >/dev/null 2>&1 || die "Chromium is missing at $CHROMIUM and apt-get is not available: install Chromium and set CHROMIUM to its path"
-    # A failing source in the machine's apt lists must not stop the install from Debian's own.
-    $SUDO apt-get update -qq || echo "apt-get update reported errors; trying the install anyway" >&2
-    (DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null) \
-        || die "apt-get install chromium failed (are Debian's package mirrors reachable, and are you root or a sudoer?)"
-    [ -x "$CHROMIUM" ] || die "chromium was installed but $CHROMIUM is missing; set CHROMIUM to its path"
-fi
+REDIS_SERVER="${REDIS_SERVER:-/usr/bin/redis-server}"
+NGINX="${NGINX:-/usr/sbin/nginx}"
+debian_package "$CHROMIUM" chromium CHROMIUM
+debian_package "$REDIS_SERVER" redis-server REDIS_SERVER
+debian_package "$NGINX" nginx NGINX
 
 echo
 echo "test peers ready:"
@@ -108,3 +121,4 @@ echo "  server-everything $SERVER_EVERYTHING_VERSION: node $EVERYTHING_JS [stdio
 echo "  mcp-server-time $MCP_SERVER_TIME_VERSION:      $VENV/bin/mcp-server-time"
 echo "  mcp (Python SDK) $MCP_VERSION:           $VENV/bin/python"
 echo "  playwright-core $PLAYWRIGHT_CORE_VERSION, chromium:       $CHROMIUM"
+echo "  redis-server, nginx (the replica tests):  $REDIS_SERVER, $NGINX"

@@ -100,3 +100,20 @@ pub fn chromium() -> String {
         .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"));
     require(path, "Chromium (Debian package `chromium`)")
 }
+
+/// Debian's `redis-server`, which scripts/install-test-peers.sh installs when absent (or
+/// `$REDIS_SERVER`).
+pub fn redis_server() -> String {
+    let path = std::env::var_os("REDIS_SERVER")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/redis-server"));
+    require(path, "Redis (Debian package `redis-server`)")
+}
+
+/// Debian's `nginx`, which scripts/install-test-peers.sh installs when absent (or `$NGINX`).
+pub fn nginx() -> String {
+    let path = std::env::var_os("NGINX")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/sbin/nginx"));
+    require(path, "nginx (Debian package `nginx`)")
+}

@@ -6,6 +6,8 @@
 PLAN_JSON is a list of steps, each run in order on one session:
     {"op": "list"}                                 -> {"names": [...], "tools": {name: tool}}
     {"op": "call", "name": N, "arguments": {...}}  -> {"is_error": b, "text": "...", "json": ..., "structured": ...}
+           With "save": V, the result's structuredContent.offloaded.handle is kept as $V: any argument
+           string "$V" in a later call is replaced by it.
     {"op": "call_until_ok", "name": N, "arguments": {...}}
                                                    -> the first successful call (retried; hang guard only)
     {"op": "call_checked", "name": N, "arguments": {...}}
@@ -167,14 +169,30 @@ def call_summary(result):
     }
 
 
+def substitute(value, saved):
+    if isinstance(value, str) and value.startswith("$") and value[1:] in saved:
+        return saved[value[1:]]
+    if isinstance(value, dict):
+        return {k: substitute(v, saved) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute(v, saved) for v in value]
+    return value
+
+
+SAVED = {}
+
+
 async def run_step(client, recorder, step):
     op = step["op"]
     if op == "list":
         result = await client.list_tools(cache_mode="refresh")
         return {"names": [t.name for t in result.tools], "tools": {t.name: dump(t) for t in result.tools}}
     if op == "call":
-        result = await client.call_tool(step["name"], step.get("arguments", {}))
-        return call_summary(result)
+        result = await client.call_tool(step["name"], substitute(step.get("arguments", {}), SAVED))
+        summary = call_summary(result)
+        if "save" in step:
+            SAVED[step["save"]] = ((result.structured_content or {}).get("offloaded") or {}).get("handle")
+        return summary
     if op == "call_checked":
         listed = await client.list_tools(cache_mode="refresh")
         tool = next(t for t in listed.tools if t.name == step["name"])

@@ -316,3 +316,91 @@ pub fn model_installed() -> bool {
     );
     with_model
 }
+
+/// A free loopback port (free when this returns; the caller binds it at once).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
+}
+
+/// Waits until something accepts connections on `127.0.0.1:port`, at most 20 s.
+pub fn wait_for_port(port: u16, what: &str) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} does not listen on port {port}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+/// A child process killed (and reaped) when dropped.
+pub struct Service {
+    child: Child,
+    pub port: u16,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A Redis server of its own on a free loopback port, with no persistence.
+pub fn start_redis() -> Service {
+    let port = free_port();
+    let child = Command::new(redis_server())
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let service = Service { child, port };
+    wait_for_port(port, "redis-server");
+    service
+}
+
+/// nginx on a free loopback port with the config `config` (its listen port and upstream servers
+/// replaced by `port` and `backends`), run from `dir`.
+pub fn start_nginx(dir: &Path, config: &str, backends: &[String]) -> Service {
+    let port = free_port();
+    let mut text = String::new();
+    let mut servers = backends.iter();
+    for line in config.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("listen ") {
+            text.push_str(&format!("        listen 127.0.0.1:{port};\n"));
+        } else if trimmed.starts_with("server 127.0.0.1:") {
+            let rest = trimmed.split_once(' ').map_or("", |(_, r)| r);
+            let options = rest.split_once(' ').map_or(";", |(_, o)| o);
+            if let Some(backend) = servers.next() {
+                text.push_str(&format!("        server {backend} {options}\n"));
+            }
+        } else {
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    assert!(
+        servers.next().is_none(),
+        "the config has fewer servers than backends"
+    );
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
+    std::fs::write(dir.join("nginx.conf"), text).unwrap();
+    let child = Command::new(nginx())
+        .arg("-p")
+        .arg(dir)
+        .args(["-c", "nginx.conf", "-g", "daemon off;"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let service = Service { child, port };
+    wait_for_port(port, "nginx");
+    service
+}

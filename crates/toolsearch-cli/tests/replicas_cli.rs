@@ -1,0 +1,171 @@
+//! Several gateway replicas sharing sessions through Redis, behind nginx with the example config
+//! of `deploy/nginx.conf`: real Redis, real nginx, real gateway processes, server-everything as
+//! each replica's upstream and the official Python MCP client.
+
+mod peers;
+
+use std::path::{Path, PathBuf};
+
+use peers::{
+    everything_js, http_raw, scratch, serve_http, start_nginx, start_redis, toml_str, Gateway,
+};
+use serde_json::{json, Value};
+
+fn config(dir: &Path, redis: &str) -> PathBuf {
+    let text = format!(
+        r#"[mcpServers.everything]
+command = "node"
+args = [{everything}, "stdio"]
+
+[toolSearch]
+threshold = 5
+preset = "progressive"
+
+[toolSearch.semantic]
+enabled = false
+
+[toolSearch.offload]
+thresholdBytes = 500
+
+[state]
+redis = {redis}
+"#,
+        everything = toml_str(&everything_js()),
+        redis = toml_str(redis),
+    );
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn example_nginx_config() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/nginx.conf");
+    std::fs::read_to_string(path).unwrap()
+}
+
+fn metric(gateway: &Gateway, line_start: &str) -> f64 {
+    let (status, body) = http_raw(&gateway.addr(), "GET", "/metrics", None, None);
+    assert_eq!(status, 200, "{body}");
+    body.lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+fn full(step: &Value, tool: &str) -> bool {
+    step["tools"][tool]["inputSchema"]["properties"].is_object()
+}
+
+#[test]
+fn three_replicas_behind_nginx_serve_one_session_and_outlive_a_killed_replica() {
+    let dir = scratch("replicas");
+    let redis = start_redis();
+    let config = config(&dir, &format!("redis://127.0.0.1:{}", redis.port));
+    let mut replicas: Vec<Gateway> = (0..3).map(|_| serve_http(&config)).collect();
+    let backends: Vec<String> = replicas.iter().map(Gateway::addr).collect();
+    let nginx = start_nginx(&dir.join("nginx"), &example_nginx_config(), &backends);
+    let victim = dir.join("victim.pid");
+    std::fs::write(&victim, replicas[2].process().id().to_string()).unwrap();
+
+    let big = "x".repeat(2000);
+    let report = peers::run_client_at(
+        "mcp_client.py",
+        &format!("http://127.0.0.1:{}/mcp", nginx.port),
+        &json!([
+            {"op": "list"},
+            {"op": "call", "name": "tool_search", "arguments": {"query": "echo"}},
+            {"op": "wait_list_changed"},
+            {"op": "list"},
+            {"op": "call", "name": "everything___echo", "arguments": {"message": big}, "save": "h"},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h", "offset": 0, "length": 12}},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h", "offset": 6, "length": 4}},
+            {"op": "kill_pidfile", "path": victim.to_string_lossy()},
+            {"op": "call", "name": "tool_search", "arguments": {"query": "get-sum"}},
+            {"op": "list"},
+            {"op": "call", "name": "everything___get-sum", "arguments": {"a": 2, "b": 3}},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h", "offset": 2000, "length": 100}},
+            {"op": "call", "name": "everything___echo", "arguments": {"message": "after"}}
+        ]),
+    );
+    let step = |i: usize| &report["steps"][i];
+    assert!(!full(step(0), "everything___echo"), "a stub at first");
+    assert!(step(1)["json"]["loaded"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("everything___echo")));
+    assert!(step(2)["list_changed"].as_u64().unwrap() >= 1);
+    assert!(full(step(3), "everything___echo"), "revealed: {}", step(3));
+    assert!(
+        step(4)["structured"]["offloaded"]["handle"].is_string(),
+        "{}",
+        step(4)
+    );
+    assert_eq!(step(5)["json"]["text"], "Echo: xxxxxx");
+    assert_eq!(step(6)["json"]["text"], "xxxx");
+    assert!(step(7)["killed"].as_u64().is_some());
+    // After the kill: the session, its reveals and its stored output live on.
+    assert!(step(8)["json"]["loaded"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("everything___get-sum")));
+    assert!(full(step(9), "everything___get-sum"), "{}", step(9));
+    assert!(full(step(9), "everything___echo"), "{}", step(9));
+    assert!(
+        step(10)["text"].as_str().unwrap().contains('5'),
+        "{}",
+        step(10)
+    );
+    assert_eq!(step(11)["json"]["text"], "xxxxxx");
+    assert_eq!(step(12)["text"], "Echo: after");
+
+    // Every surviving replica served the session: opened it, or restored it from Redis.
+    for replica in &replicas[..2] {
+        let started = metric(replica, "toolsearch_sessions_started_total{how=\"opened\"}")
+            + metric(
+                replica,
+                "toolsearch_sessions_started_total{how=\"restored\"}",
+            );
+        assert!(started >= 1.0, "a replica never served the session");
+        assert_eq!(
+            metric(replica, "toolsearch_state_store_up{store=\"redis\"}"),
+            1.0
+        );
+    }
+    let restored: f64 = replicas[..2]
+        .iter()
+        .map(|r| metric(r, "toolsearch_sessions_started_total{how=\"restored\"}"))
+        .sum();
+    assert!(restored >= 1.0, "no replica restored the session");
+    drop(nginx);
+    replicas.clear();
+}
+
+#[test]
+fn without_redis_the_gateway_says_so_and_refuses_sessions_at_once() {
+    let dir = scratch("replicas-down");
+    // A port nothing listens on.
+    let port = peers::free_port();
+    let config = config(&dir, &format!("redis://127.0.0.1:{port}"));
+    let gateway = serve_http(&config);
+    let addr = gateway.addr();
+
+    let (status, body) = http_raw(&addr, "GET", "/metrics", None, None);
+    assert_eq!(status, 200);
+    assert!(
+        body.contains("toolsearch_state_store_up{store=\"redis\"} 0"),
+        "{body}"
+    );
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "1"}}
+    });
+    let (status, body) = http_raw(&addr, "POST", "/mcp", None, Some(&initialize.to_string()));
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body.contains(&format!("Redis at redis://127.0.0.1:{port}")),
+        "{body}"
+    );
+    assert!(body.contains("check that it is running"), "{body}");
+}
