@@ -169,3 +169,53 @@ fn without_redis_the_gateway_says_so_and_refuses_sessions_at_once() {
     );
     assert!(body.contains("check that it is running"), "{body}");
 }
+
+/// A client on protocol 2026-07-28 has no session: every request may land on another replica.
+/// What it finds comes back in full from `tool_search`, it calls that by name, and its large
+/// outputs are kept for its token and read on any replica.
+#[test]
+fn a_client_without_sessions_is_served_by_any_replica() {
+    let dir = scratch("replicas-sessionless");
+    let redis = start_redis();
+    let config = config(&dir, &format!("redis://127.0.0.1:{}", redis.port));
+    let replicas: Vec<Gateway> = (0..3).map(|_| serve_http(&config)).collect();
+    let backends: Vec<String> = replicas.iter().map(Gateway::addr).collect();
+    let nginx = start_nginx(&dir.join("nginx"), &example_nginx_config(), &backends);
+    let big = "y".repeat(2000);
+    let report = peers::run_client_at(
+        "offload_client.py",
+        &format!("http://127.0.0.1:{}/mcp", nginx.port),
+        &json!([
+            {"op": "list", "mode": "auto"},
+            {"op": "call", "name": "tool_search", "arguments": {"query": "get-sum"}},
+            {"op": "call", "name": "everything___get-sum", "arguments": {"a": 20, "b": 22}},
+            {"op": "call", "name": "everything___echo", "arguments": {"message": big}, "save": "h"},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h", "offset": 0, "length": 8}},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h", "offset": 2000, "length": 8}},
+            {"op": "call", "name": "search_large_output", "arguments": {"handle": "$h", "pattern": "yyyy", "max_matches": 1}},
+            {"op": "list"}
+        ]),
+    );
+    let steps = report["steps"].as_array().unwrap();
+    assert_eq!(steps[0]["protocol"], "2026-07-28", "{}", steps[0]);
+    let found = &steps[1]["json"]["tools"][0];
+    assert_eq!(found["name"], "everything___get-sum", "{}", steps[1]);
+    assert!(found["inputSchema"]["properties"].is_object(), "{found}");
+    assert!(
+        steps[2]["text"].as_str().unwrap().contains("42"),
+        "{}",
+        steps[2]
+    );
+    assert!(steps[3]["structured"]["offloaded"]["handle"].is_string());
+    assert_eq!(steps[4]["json"]["text"], "Echo: yy", "{}", steps[4]);
+    assert_eq!(steps[5]["json"]["text"], "yyyyyy", "{}", steps[5]);
+    assert_eq!(steps[6]["is_error"], false, "{}", steps[6]);
+    // Its tool list never depends on earlier calls.
+    assert_eq!(steps[7]["names"], steps[0]["names"]);
+    let restored: f64 = replicas
+        .iter()
+        .map(|r| metric(r, "toolsearch_sessions_started_total{how=\"restored\"}"))
+        .sum();
+    assert_eq!(restored, 0.0, "no session to restore");
+    drop(nginx);
+}

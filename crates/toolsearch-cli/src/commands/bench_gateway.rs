@@ -82,6 +82,13 @@ pub struct GatewayBenchArgs {
     /// Longest a measurement runs, in seconds; it stops at --requests or here, whichever is first.
     #[arg(long, default_value_t = 30.0)]
     max_seconds: f64,
+    /// Keep sessions in this Redis (`[state] redis`), as replicas do, rather than in process.
+    #[arg(long)]
+    redis: Option<String>,
+    /// Gateway processes over the same upstream and config; more than one needs --redis. The
+    /// concurrent measurements spread their sessions and REST clients over them round-robin.
+    #[arg(long, default_value_t = 1)]
+    replicas: usize,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -114,6 +121,10 @@ struct Report {
     /// Tools the upstream serves (and the gateway indexes).
     tools: usize,
     preset: &'static str,
+    /// Where sessions are kept: `memory` or `redis`.
+    state: &'static str,
+    /// Gateway processes the concurrent measurements spread over.
+    replicas: usize,
     /// `search_tools` over MCP, one session, one call after the other.
     mcp_search_one_session: Phase,
     /// `search_tools` over MCP from `sessions` sessions at once.
@@ -157,11 +168,18 @@ fn check_args(args: &GatewayBenchArgs) -> Result<()> {
         ("--requests", args.requests),
         ("--sessions", args.sessions),
         ("--rest-clients", args.rest_clients),
+        ("--replicas", args.replicas),
     ];
     for (flag, value) in positive {
         if value == 0 {
             return Err(BadInput(format!("{flag} must be at least 1")).into());
         }
+    }
+    if args.replicas > 1 && args.redis.is_none() {
+        return Err(BadInput(
+            "--replicas above 1 needs --redis URL: replicas share sessions through Redis".into(),
+        )
+        .into());
     }
     if args.catalog.is_none() && args.tools == 0 {
         return Err(BadInput("--tools must be at least 1".into()).into());
@@ -205,41 +223,76 @@ async fn bench(args: &GatewayBenchArgs, tools: Vec<Tool>, queries: Vec<String>) 
     let upstream_url = format!("http://{upstream}/mcp");
     let scratch = Scratch::new()?;
     let config = scratch.path().join("gateway.toml");
-    std::fs::write(&config, gateway_config(&upstream_url))
-        .with_context(|| format!("writing {}", config.display()))?;
-    let mut gateway = Gateway::start(&config).await?;
-    let outcome = measure(args, &gateway, &upstream_url, tool_count, &queries).await;
-    let stopped = gateway.stop().await;
+    std::fs::write(
+        &config,
+        gateway_config(&upstream_url, args.redis.as_deref()),
+    )
+    .with_context(|| format!("writing {}", config.display()))?;
+    let mut gateways = Vec::with_capacity(args.replicas);
+    for _ in 0..args.replicas {
+        match Gateway::start(&config).await {
+            Ok(gateway) => gateways.push(gateway),
+            Err(e) => {
+                for mut gateway in gateways {
+                    let _ = gateway.stop().await;
+                }
+                shutdown.cancel();
+                return Err(e);
+            }
+        }
+    }
+    let outcome = measure(args, &gateways, &upstream_url, tool_count, &queries).await;
+    let mut stopped = Ok(());
+    for mut gateway in gateways {
+        stopped = stopped.and(gateway.stop().await);
+    }
     shutdown.cancel();
     let report = outcome?;
     stopped?;
     Ok(report)
 }
 
-fn gateway_config(upstream_url: &str) -> String {
+fn gateway_config(upstream_url: &str, redis: Option<&str>) -> String {
+    let state = redis.map_or_else(String::new, |url| {
+        format!("\n[state]\nredis = {}\n", toml_string(url))
+    });
     format!(
         "# written by `toolsearch bench gateway`\n\
          [mcpServers.{SERVER}]\n\
          type = \"http\"\n\
          url = \"{upstream_url}\"\n\n\
          [toolSearch]\n\
-         preset = \"search\"\n"
+         preset = \"search\"\n{state}"
     )
+}
+
+/// `s` as a TOML string (JSON string syntax is valid TOML).
+fn toml_string(s: &str) -> String {
+    Value::String(s.to_string()).to_string()
 }
 
 async fn measure(
     args: &GatewayBenchArgs,
-    gateway: &Gateway,
+    gateways: &[Gateway],
     upstream_url: &str,
     tools: usize,
     queries: &[String],
 ) -> Result<Report> {
-    let mcp_url = format!("http://{}/mcp", gateway.addr);
-    let rest_url = format!(
-        "http://{}{}",
-        gateway.addr,
-        toolsearch_gateway::rest::SEARCH_TOOLS_PATH
-    );
+    let mcp_urls: Vec<String> = gateways
+        .iter()
+        .map(|g| format!("http://{}/mcp", g.addr))
+        .collect();
+    let rest_urls: Vec<String> = gateways
+        .iter()
+        .map(|g| {
+            format!(
+                "http://{}{}",
+                g.addr,
+                toolsearch_gateway::rest::SEARCH_TOOLS_PATH
+            )
+        })
+        .collect();
+    let mcp_url = mcp_urls[0].clone();
     let limit = Duration::from_secs_f64(args.max_seconds);
     let note = |what: &str| {
         if !args.json {
@@ -264,10 +317,10 @@ async fn measure(
     close(session).await;
 
     note(&format!("MCP search_tools, {} sessions", args.sessions));
-    let concurrent = mcp_concurrent(&mcp_url, queries, args, limit).await?;
+    let concurrent = mcp_concurrent(&mcp_urls, queries, args, limit).await?;
 
     note(&format!("REST search_tools, {} clients", args.rest_clients));
-    let rest = rest_concurrent(&rest_url, queries, args, limit).await?;
+    let rest = rest_concurrent(&rest_urls, queries, args, limit).await?;
 
     note("call_tool, direct and through the gateway");
     let (direct, through) = calls(upstream_url, &mcp_url, args, limit).await?;
@@ -307,6 +360,12 @@ async fn measure(
     Ok(Report {
         tools,
         preset: "search",
+        state: if args.redis.is_some() {
+            "redis"
+        } else {
+            "memory"
+        },
+        replicas: gateways.len(),
         mcp_search_one_session: one_session,
         mcp_search_concurrent: concurrent,
         sessions: args.sessions,
@@ -489,14 +548,14 @@ async fn run_mcp_searches(
 }
 
 async fn mcp_concurrent(
-    url: &str,
+    urls: &[String],
     queries: &[String],
     args: &GatewayBenchArgs,
     limit: Duration,
 ) -> Result<Phase> {
     let mut sessions = Vec::with_capacity(args.sessions);
-    for _ in 0..args.sessions {
-        sessions.push(Arc::new(connect(url).await?));
+    for i in 0..args.sessions {
+        sessions.push(Arc::new(connect(&urls[i % urls.len()]).await?));
     }
     let queries: Arc<[String]> = queries.into();
     let warmup = Arc::new(Bounds::new(args.warmup, limit));
@@ -538,7 +597,7 @@ async fn collect(mut tasks: tokio::task::JoinSet<Samples>) -> Samples {
 }
 
 async fn rest_concurrent(
-    url: &str,
+    urls: &[String],
     queries: &[String],
     args: &GatewayBenchArgs,
     limit: Duration,
@@ -557,12 +616,12 @@ async fn rest_concurrent(
         })
         .collect::<Result<_, _>>()
         .context("building the REST clients")?;
-    let url: Arc<str> = url.into();
+    let urls: Vec<Arc<str>> = urls.iter().map(|u| Arc::from(u.as_str())).collect();
     let run = |bounds: Arc<Bounds>| {
         let mut tasks = tokio::task::JoinSet::new();
         for (i, client) in clients.iter().enumerate() {
-            let (client, url, bodies, bounds) =
-                (client.clone(), url.clone(), bodies.clone(), bounds.clone());
+            let url = urls[i % urls.len()].clone();
+            let (client, bodies, bounds) = (client.clone(), bodies.clone(), bounds.clone());
             tasks.spawn(async move {
                 let mut samples = Samples::default();
                 while let Some(n) = bounds.next() {
@@ -851,8 +910,8 @@ async fn drain(
 
 fn print_table(report: &Report) {
     println!(
-        "gateway over {} tools (preset {}), loopback; each measurement after warm-up requests",
-        report.tools, report.preset
+        "gateway over {} tools (preset {}, sessions in {}, {} replica(s)), loopback; each measurement after warm-up requests",
+        report.tools, report.preset, report.state, report.replicas
     );
     println!();
     println!("| measurement | requests | errors | per second | p50 | p99 | max |");
