@@ -1005,6 +1005,22 @@ mod tests {
     }
 
     #[test]
+    fn the_config_keeps_sessions_in_redis_only_when_asked() {
+        assert!(!gateway_config("http://127.0.0.1:1/mcp", None).contains("[state]"));
+        let shared = gateway_config("http://127.0.0.1:1/mcp", Some("redis://127.0.0.1:6379"));
+        let parsed = toolsearch_gateway::config::GatewayConfig::parse(
+            &shared,
+            toolsearch_gateway::config::Format::Toml,
+            "bench.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            parsed.state.redis.as_deref(),
+            Some("redis://127.0.0.1:6379")
+        );
+    }
+
+    #[test]
     fn the_echo_tool_is_served_once_beside_the_catalog() {
         let args = GatewayBenchArgs {
             catalog: None,
@@ -1015,6 +1031,8 @@ mod tests {
             rest_clients: 1,
             warmup: 0,
             max_seconds: 1.0,
+            redis: None,
+            replicas: 1,
             json: true,
         };
         let tools = catalog(&args).unwrap();
