@@ -219,3 +219,118 @@ fn a_client_without_sessions_is_served_by_any_replica() {
     assert_eq!(restored, 0.0, "no session to restore");
     drop(nginx);
 }
+
+/// One session spread over three replicas by hand: its stream on the first, each step on the
+/// replica it names. What a step on one replica changes reaches the client's stream on another.
+#[test]
+fn notifications_reach_the_replica_holding_the_stream() {
+    let dir = scratch("replicas-routed");
+    let redis = start_redis();
+    let config = config(&dir, &format!("redis://127.0.0.1:{}", redis.port));
+    let mut replicas: Vec<Gateway> = (0..3).map(|_| serve_http(&config)).collect();
+    let urls: Vec<String> = replicas.iter().map(|r| r.url.clone()).collect();
+    let victim = dir.join("victim.pid");
+    std::fs::write(&victim, replicas[1].process().id().to_string()).unwrap();
+    let subscribed = "toolsearch://everything/demo://resource/static/document/architecture.md";
+    let big = "z".repeat(2000);
+    let report = peers::run_client_with_replicas(
+        "mcp_client.py",
+        &urls,
+        &json!([
+            {"op": "route", "to": 1},
+            {"op": "list"},
+            {"op": "call", "name": "tool_search", "arguments": {"query": "echo"}},
+            {"op": "wait_list_changed"},
+            {"op": "route", "to": 2},
+            {"op": "list"},
+            {"op": "call", "name": "everything___echo", "arguments": {"message": big}, "save": "h"},
+            {"op": "route", "to": 0},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h", "offset": 0, "length": 8}},
+            {"op": "route", "to": 1},
+            {"op": "subscribe", "uri": subscribed},
+            {"op": "call", "name": "everything___toggle-subscriber-updates"},
+            {"op": "wait_updated", "uri": subscribed},
+            {"op": "kill_pidfile", "path": victim.to_string_lossy()},
+            {"op": "route", "to": 2},
+            {"op": "list"},
+            {"op": "call", "name": "read_large_output", "arguments": {"handle": "$h", "offset": 2000}}
+        ]),
+    );
+    let step = |i: usize| &report["steps"][i];
+    assert!(!full(step(1), "everything___echo"));
+    // Revealed on replica 1; the stream is on replica 0.
+    assert!(
+        step(3)["list_changed"].as_u64().unwrap() >= 1,
+        "{}",
+        step(3)
+    );
+    assert!(full(step(5), "everything___echo"), "{}", step(5));
+    assert_eq!(step(8)["json"]["text"], "Echo: zz", "{}", step(8));
+    // Subscribed on replica 1, whose upstream sends the updates; the stream is on replica 0.
+    assert!(
+        step(12)["updated"]
+            .as_array()
+            .is_some_and(|u| u.contains(&json!(subscribed))),
+        "{}",
+        step(12)
+    );
+    assert!(step(13)["killed"].as_u64().is_some());
+    assert!(full(step(15), "everything___echo"), "{}", step(15));
+    assert_eq!(step(16)["json"]["text"], "zzzzzz", "{}", step(16));
+    replicas.clear();
+}
+
+/// With search by meaning on, a replica takes the tool vectors another computed from Redis
+/// instead of embedding the catalog again (each replica here has a disk cache of its own).
+#[test]
+fn replicas_share_tool_vectors() {
+    if peers::model_or_skip("replicas_share_tool_vectors").is_none() {
+        return;
+    }
+    let dir = scratch("replicas-vectors");
+    let redis = start_redis();
+    let config = config(&dir, &format!("redis://127.0.0.1:{}", redis.port));
+    let text = std::fs::read_to_string(&config)
+        .unwrap()
+        .replace("enabled = false", "enabled = true");
+    std::fs::write(&config, text).unwrap();
+    let vectors = |gateway: &Gateway, source: &str| {
+        metric(
+            gateway,
+            &format!("toolsearch_tool_vectors_total{{source=\"{source}\"}}"),
+        )
+    };
+    let ready = |gateway: &Gateway| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        loop {
+            let (_, body) = http_raw(&gateway.addr(), "GET", "/api/status", None, None);
+            if body.contains("\"state\":\"ready\"") {
+                return;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "search by meaning never became ready: {body}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+    };
+    let cache = |name: &str| {
+        let path = dir.join(name);
+        std::fs::create_dir_all(&path).unwrap();
+        path
+    };
+    let first = peers::serve_http_with_env(&config, &[("XDG_CACHE_HOME", &cache("cache-1"))]);
+    ready(&first);
+    let computed = vectors(&first, "model");
+    assert!(
+        computed >= 16.0,
+        "the first replica embeds its catalog: {computed}"
+    );
+    assert_eq!(vectors(&first, "replicas"), 0.0);
+
+    let second = peers::serve_http_with_env(&config, &[("XDG_CACHE_HOME", &cache("cache-2"))]);
+    ready(&second);
+    // Later passes (each re-index) find them in its own disk cache.
+    assert_eq!(vectors(&second, "model"), 0.0, "nothing embedded again");
+    assert_eq!(vectors(&second, "replicas"), computed);
+}

@@ -6,6 +6,8 @@
 
 use std::collections::HashMap;
 use std::future::Future;
+
+use futures::Stream;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -17,15 +19,19 @@ use axum::Router;
 #[allow(deprecated)] // logging: still what 2025-11-25 clients speak
 use rmcp::model::SetLevelRequestParams;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, CustomRequest,
-    CustomResult, ErrorCode, Extensions, GetPromptRequestParams, GetPromptResponse, Implementation,
-    InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams,
-    ReadResourceResponse, ResultType, ServerCapabilities, ServerConfig, SubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, ClientJsonRpcMessage, CompleteRequestParams,
+    CompleteResult, CustomRequest, CustomResult, ErrorCode, Extensions, GetPromptRequestParams,
+    GetPromptResponse, Implementation, InitializeRequestParams, InitializeResult,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ResultType,
+    ServerCapabilities, ServerConfig, ServerJsonRpcMessage, SubscribeRequestParams,
     UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::session::{
+    EventStore, RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
+};
 
 use crate::shared::SharedSessions;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
@@ -148,6 +154,10 @@ impl ServerHandler for GatewayService {
     ) -> Result<InitializeResult, ErrorData> {
         // Bound before the answer is written: its instructions list the session's tools.
         self.bind(&context.extensions)?;
+        if let Some(McpSessionName(id)) = context.extensions.get::<McpSessionName>() {
+            self.gateway.name_session(self.session_id(), id);
+            self.gateway.remember_peer(self.session_id(), &context.peer);
+        }
         let restored = context
             .extensions
             .get::<rmcp::transport::streamable_http_server::session::SessionRestoreMarker>()
@@ -514,6 +524,84 @@ pub async fn serve_stdio(gateway: Arc<Gateway>, shutdown: CancellationToken) -> 
     Ok(())
 }
 
+/// The `Mcp-Session-Id` of the session an `initialize` opens (or restores), put in its extensions
+/// by [`NamingSessionManager`]: the key of what the session keeps, on every replica.
+#[derive(Debug, Clone)]
+struct McpSessionName(String);
+
+/// rmcp's in-memory session manager, which also tells the handler's `initialize` the id of the
+/// session it opens. Without it a replica that only holds a session's `GET` stream (every request
+/// went elsewhere) would never learn which shared session its own is.
+struct NamingSessionManager(Arc<LocalSessionManager>);
+
+impl SessionManager for NamingSessionManager {
+    type Error = <LocalSessionManager as SessionManager>::Error;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
+        self.0.create_session().await
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        mut message: ClientJsonRpcMessage,
+    ) -> Result<ServerJsonRpcMessage, Self::Error> {
+        message.insert_extension(McpSessionName(id.to_string()));
+        self.0.initialize_session(id, message).await
+    }
+
+    async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
+        self.0.has_session(id).await
+    }
+
+    async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        self.0.close_session(id).await
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.0.create_stream(id, message).await
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> Result<(), Self::Error> {
+        self.0.accept_message(id, message).await
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.0.create_standalone_stream(id).await
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
+        self.0.resume(id, last_event_id).await
+    }
+
+    async fn restore_session(
+        &self,
+        id: SessionId,
+    ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        self.0.restore_session(id).await
+    }
+
+    fn event_store(&self) -> Option<Arc<dyn EventStore>> {
+        self.0.event_store()
+    }
+}
+
 /// The MCP sessions of the HTTP listener and the token each was opened with, so that every
 /// request naming a session (`POST`, the `GET` stream, `DELETE`) must carry that token.
 struct SessionOwners {
@@ -662,7 +750,7 @@ pub fn http_app(
     });
     let mcp = StreamableHttpService::new(
         move || Ok(GatewayService::new(factory_gateway.clone())),
-        manager,
+        Arc::new(NamingSessionManager(manager)),
         config,
     );
     // Layers run outside in: the token check first, then the session's owner.

@@ -80,6 +80,8 @@ struct SessionEntry {
     /// The client's `Mcp-Session-Id` (HTTP), the key of what the session keeps: the same on every
     /// replica that serves it.
     shared_id: Option<String>,
+    /// Whether the relay knows the session's peer (for the upstreams' requests to clients).
+    attached: bool,
 }
 
 /// Everything the downstream server needs: engine, disclosure, upstreams, sessions.
@@ -184,7 +186,6 @@ impl Gateway {
         // Subscribe before reading the current tools so that no change falls in between.
         let events = upstreams.subscribe();
         let engine = Arc::new(RwLock::new(engine));
-        let semantic = Semantic::start(&config.tool_search.semantic, engine.clone());
         let shared = crate::shared::from_config(
             &config.state,
             crate::shared::Limits {
@@ -195,6 +196,16 @@ impl Gateway {
         )
         .map_err(|e| GatewayError::SharedState(Box::new(e)))?;
         let notices = shared.notices();
+        let observer = Arc::new(Observer::new());
+        let semantic = Semantic::start(
+            &config.tool_search.semantic,
+            engine.clone(),
+            crate::semantic::VectorSources {
+                shared: shared.clone(),
+                runtime: Some(tokio::runtime::Handle::current()),
+                metrics: observer.metrics().clone(),
+            },
+        );
         let gateway = Arc::new(Self {
             shared,
             semantic,
@@ -202,7 +213,7 @@ impl Gateway {
             offload_tools,
             prompt_tools,
             prompt_index: PromptIndex::default(),
-            observer: Arc::new(Observer::new()),
+            observer,
             call_timeout: config.tool_search.call_timeout(),
             offload: config
                 .tool_search
@@ -219,6 +230,18 @@ impl Gateway {
         gateway.resync();
         tokio::spawn(follow_upstreams(Arc::downgrade(&gateway), events));
         tokio::spawn(follow_notices(Arc::downgrade(&gateway), notices));
+        if gateway.shared.is_shared() {
+            let weak = Arc::downgrade(&gateway);
+            gateway
+                .upstreams
+                .relay()
+                .forward_updates(Arc::new(move |session: &str, uri: &str| {
+                    if let Some(gateway) = weak.upgrade() {
+                        let (session, uri) = (session.to_string(), uri.to_string());
+                        tokio::spawn(async move { gateway.publish_updated(&session, uri).await });
+                    }
+                }));
+        }
         Ok(gateway)
     }
 
@@ -451,12 +474,21 @@ impl Gateway {
         {
             let mut sessions = self.lock_sessions();
             let entry = sessions.entry(session.to_string()).or_default();
-            if entry.peer.is_some() {
+            if entry.attached {
                 return;
             }
-            entry.peer = Some(peer.clone());
+            entry.attached = true;
+            entry.peer.get_or_insert_with(|| peer.clone());
         }
         self.upstreams.relay().attach(session, peer);
+    }
+
+    /// Remembers how to send a session notifications, from its `initialize`: a replica that
+    /// holds only the session's stream (its other requests go elsewhere) sees no later request.
+    pub fn remember_peer(&self, session: &str, peer: &Peer<RoleServer>) {
+        if let Some(entry) = self.lock_sessions().get_mut(session) {
+            entry.peer.get_or_insert_with(|| peer.clone());
+        }
     }
 
     /// Forgets a session: its reveals and its peer.
@@ -1191,6 +1223,25 @@ impl Gateway {
         }
     }
 
+    /// Tells the other replicas that a resource a session subscribed to changed.
+    async fn publish_updated(&self, session: &str, uri: String) {
+        let Some(key) = self
+            .lock_sessions()
+            .get(session)
+            .and_then(|e| e.shared_id.clone())
+        else {
+            return;
+        };
+        let notice = Notice {
+            from: self.shared.replica().to_string(),
+            session: key,
+            kind: NoticeKind::ResourceUpdated { uri },
+        };
+        if let Err(e) = self.shared.publish(&notice).await {
+            tracing::warn!(session, error = %e, "the other replicas were not told of a resource update");
+        }
+    }
+
     /// Acts on another replica's notice: the sessions here named by it are notified.
     async fn on_notice(&self, notice: Notice) {
         let sessions: Vec<String> = self
@@ -1199,9 +1250,23 @@ impl Gateway {
             .filter(|(_, e)| e.shared_id.as_deref() == Some(notice.session.as_str()))
             .map(|(id, _)| id.clone())
             .collect();
+        tracing::debug!(from = %notice.from, session = %notice.session, kind = ?notice.kind, here = sessions.len(), "notice of another replica");
         for session in sessions {
-            match notice.kind {
+            match &notice.kind {
                 NoticeKind::ToolsChanged => self.notify(&session).await,
+                NoticeKind::ResourceUpdated { uri } => {
+                    let peer = self
+                        .lock_sessions()
+                        .get(&session)
+                        .and_then(|e| e.peer.clone());
+                    if let Some(peer) = peer {
+                        let update =
+                            rmcp::model::ResourceUpdatedNotificationParam::new(uri.clone());
+                        if let Err(e) = peer.notify_resource_updated(update).await {
+                            tracing::debug!(session, error = %e, "cannot send resources/updated");
+                        }
+                    }
+                }
             }
         }
     }

@@ -76,6 +76,7 @@ pub struct Metrics {
     offloaded_bytes: IntGauge,
     state_store_up: IntGaugeVec,
     sessions_started: IntCounterVec,
+    tool_vectors: IntCounterVec,
 }
 
 /// The states an upstream can be in, as the `state` label of `toolsearch_upstream_state`.
@@ -163,6 +164,11 @@ impl Metrics {
                 "MCP sessions started here: opened by a client's initialize, or restored from the shared state (a session another replica opened)",
                 &["how"],
             ),
+            tool_vectors: counters(
+                "toolsearch_tool_vectors_total",
+                "Tool vectors for search by meaning, by where they came from: the model here, this replica's disk cache, or other replicas through the shared state",
+                &["source"],
+            ),
             registry: Registry::new(),
         };
         metrics.register_all();
@@ -186,6 +192,7 @@ impl Metrics {
             Box::new(self.offloaded_bytes.clone()),
             Box::new(self.state_store_up.clone()),
             Box::new(self.sessions_started.clone()),
+            Box::new(self.tool_vectors.clone()),
         ];
         for collector in collectors {
             // Names are fixed and distinct: registering cannot fail.
@@ -267,6 +274,15 @@ impl Metrics {
     pub fn session_started(&self, restored: bool) {
         let how = if restored { "restored" } else { "opened" };
         self.sessions_started.with_label_values(&[how]).inc();
+    }
+
+    /// Tool vectors obtained in one embedding pass, by source.
+    pub fn tool_vectors(&self, model: usize, disk: usize, replicas: usize) {
+        for (source, count) in [("model", model), ("disk", disk), ("replicas", replicas)] {
+            self.tool_vectors
+                .with_label_values(&[source])
+                .inc_by(count as u64);
+        }
     }
 
     pub fn state_store(&self, store: &str, up: bool) {

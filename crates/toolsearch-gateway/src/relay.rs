@@ -71,11 +71,16 @@ struct RelayState {
     subscriptions: BTreeMap<(String, String), BTreeSet<String>>,
 }
 
+/// Told of each `resources/updated` sent to a session (its gateway URI), so that replicas sharing
+/// sessions pass it to the one holding the session's stream.
+pub type UpdateForward = Arc<dyn Fn(&str, &str) + Send + Sync>;
+
 /// The routing tables; one per gateway, shared by every upstream connection.
 #[derive(Default)]
 pub struct Relay {
     state: Mutex<RelayState>,
     next: AtomicU64,
+    forward: Mutex<Option<UpdateForward>>,
 }
 
 impl std::fmt::Debug for Relay {
@@ -126,6 +131,11 @@ fn severity(level: LoggingLevel) -> u8 {
 }
 
 impl Relay {
+    /// Calls `forward` for every `resources/updated` sent to a session from now on.
+    pub fn forward_updates(&self, forward: UpdateForward) {
+        *self.forward.lock().unwrap_or_else(|e| e.into_inner()) = Some(forward);
+    }
+
     fn lock(&self) -> MutexGuard<'_, RelayState> {
         // Every update is one insert, retain or field write.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -384,6 +394,11 @@ impl Relay {
                 .collect()
         };
         let public = resources::public_uri(server, uri);
+        let forward = self
+            .forward
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         for (session, peer) in peers {
             if let Err(e) = peer
                 .notify_resource_updated(rmcp::model::ResourceUpdatedNotificationParam::new(
@@ -392,6 +407,9 @@ impl Relay {
                 .await
             {
                 tracing::debug!(session, error = %e, "cannot send resources/updated");
+            }
+            if let Some(forward) = &forward {
+                forward(&session, &public);
             }
         }
     }

@@ -5,6 +5,8 @@
 //! and search stays keyword-only.
 
 use crate::config::SemanticConfig;
+use crate::metrics::Metrics;
+use crate::shared::SharedSessions;
 use serde::Serialize;
 use std::sync::mpsc::{Receiver, Sender};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
@@ -58,9 +60,34 @@ pub struct Semantic {
     wake: Mutex<Option<Sender<()>>>,
 }
 
+/// Where the embedding thread finds vectors other replicas computed, and counts where each came
+/// from.
+pub struct VectorSources {
+    /// The store replicas share (in process: none to read).
+    pub shared: Arc<dyn SharedSessions>,
+    /// To run the store's requests from the embedding thread.
+    pub runtime: Option<tokio::runtime::Handle>,
+    pub metrics: Metrics,
+}
+
+impl VectorSources {
+    /// No other replica: vectors come from the disk cache or the model.
+    pub fn in_process(metrics: Metrics) -> Self {
+        Self {
+            shared: Arc::new(crate::shared::InProcess::default()),
+            runtime: None,
+            metrics,
+        }
+    }
+}
+
 impl Semantic {
     /// Starts loading the model and embedding on a thread of its own; `Off` when disabled.
-    pub fn start(config: &SemanticConfig, engine: SharedEngine) -> Arc<Self> {
+    pub fn start(
+        config: &SemanticConfig,
+        engine: SharedEngine,
+        sources: VectorSources,
+    ) -> Arc<Self> {
         let semantic = Arc::new(Self {
             phase: Mutex::new(if config.enabled {
                 SemanticPhase::Loading
@@ -77,7 +104,7 @@ impl Semantic {
             let config = config.clone();
             let spawned = std::thread::Builder::new()
                 .name("toolsearch-embed".into())
-                .spawn(move || run(weak, config, receiver));
+                .spawn(move || run(weak, config, receiver, sources));
             if let Err(error) = spawned {
                 semantic.set_phase(SemanticPhase::Unavailable {
                     error: format!("cannot start the embedding thread: {error}"),
@@ -121,7 +148,12 @@ impl Semantic {
     }
 }
 
-fn run(weak: Weak<Semantic>, config: crate::config::SemanticConfig, wake: Receiver<()>) {
+fn run(
+    weak: Weak<Semantic>,
+    config: crate::config::SemanticConfig,
+    wake: Receiver<()>,
+    sources: VectorSources,
+) {
     let model = match load(&config) {
         Ok(model) => model,
         Err(error) => {
@@ -163,19 +195,23 @@ fn run(weak: Weak<Semantic>, config: crate::config::SemanticConfig, wake: Receiv
             return;
         };
         let started = Instant::now();
-        let embedded = embed_pending(&semantic.engine, model.as_ref(), &mut cache);
+        let embedded = embed_pending(&semantic.engine, model.as_ref(), &mut cache, &sources);
         if let Err(error) = cache.save() {
             tracing::warn!(%error, "the vector cache was not saved; tools will be embedded again after a restart");
         }
         match embedded {
             Ok(stats) => {
+                sources
+                    .metrics
+                    .tool_vectors(stats.embedded, stats.cached, stats.shared);
                 let status = semantic.status();
                 semantic.set_phase(SemanticPhase::Ready);
-                if stats.cached + stats.embedded > 0 {
+                if stats.cached + stats.shared + stats.embedded > 0 {
                     tracing::info!(
                         model = %model_id,
                         tools = status.vectors.total,
                         from_cache = stats.cached,
+                        from_replicas = stats.shared,
                         embedded = stats.embedded,
                         elapsed_ms = started.elapsed().as_millis() as u64,
                         "hybrid search ready: every tool has its vector"
@@ -218,14 +254,27 @@ fn load(config: &SemanticConfig) -> Result<Arc<dyn Embedder>, String> {
     Ok(Arc::new(model))
 }
 
+/// How many vectors came from where in one pass.
+#[derive(Debug, Default, Clone, Copy)]
+struct Sourced {
+    /// This replica's disk cache.
+    cached: usize,
+    /// Other replicas, through the shared store.
+    shared: usize,
+    /// The model, here.
+    embedded: usize,
+}
+
 /// Embeds the engine's pending tools a chunk at a time, the model running outside the engine's
-/// lock; vectors of tools that left meanwhile are dropped by the engine.
+/// lock; vectors of tools that left meanwhile are dropped by the engine. With a shared store,
+/// vectors other replicas computed are taken from it and the ones computed here are given to it.
 fn embed_pending(
     engine: &SharedEngine,
     model: &dyn Embedder,
     cache: &mut VectorCache,
-) -> Result<toolsearch_embed::EmbedStats, String> {
-    let mut total = toolsearch_embed::EmbedStats::default();
+    sources: &VectorSources,
+) -> Result<Sourced, String> {
+    let mut total = Sourced::default();
     let pending = read(engine).pending_vectors();
     engine
         .write()
@@ -233,9 +282,19 @@ fn embed_pending(
         .reserve_vectors(pending.len());
     for chunk in pending.chunks(CHUNK) {
         let texts: Vec<&str> = chunk.iter().map(|p| p.text.as_str()).collect();
+        let missing: Vec<&str> = texts
+            .iter()
+            .copied()
+            .filter(|t| cache.get(t).is_none())
+            .collect();
+        let from_replicas = take_shared(&missing, model, cache, sources);
         let (vectors, stats) = cache.embed_all(model, &texts).map_err(|e| e.to_string())?;
-        total.cached += stats.cached;
+        total.shared += from_replicas;
+        total.cached += stats.cached.saturating_sub(from_replicas);
         total.embedded += stats.embedded;
+        if stats.embedded > 0 {
+            give_shared(&missing, model, cache, sources);
+        }
         let pairs = chunk.iter().map(|p| p.slot).zip(vectors).collect();
         engine
             .write()
@@ -244,6 +303,82 @@ fn embed_pending(
             .map_err(|e| e.to_string())?;
     }
     Ok(total)
+}
+
+/// A text's key in the shared store.
+fn text_key(text: &str) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(text.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// Puts into `cache` the vectors of `texts` other replicas shared; returns how many.
+fn take_shared(
+    texts: &[&str],
+    model: &dyn Embedder,
+    cache: &mut VectorCache,
+    sources: &VectorSources,
+) -> usize {
+    let Some(runtime) = sources
+        .runtime
+        .as_ref()
+        .filter(|_| sources.shared.is_shared())
+    else {
+        return 0;
+    };
+    if texts.is_empty() {
+        return 0;
+    }
+    let keys: Vec<String> = texts.iter().map(|t| text_key(t)).collect();
+    let found = runtime.block_on(sources.shared.get_vectors(model.model_id(), &keys));
+    let found = match found {
+        Ok(found) => found,
+        Err(error) => {
+            tracing::warn!(%error, "no vectors from the other replicas; embedding here");
+            return 0;
+        }
+    };
+    let mut taken = 0;
+    for (text, bytes) in texts.iter().zip(found) {
+        let Some(bytes) = bytes else { continue };
+        if bytes.len() != model.dimensions() * 4 {
+            continue;
+        }
+        let vector: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        if cache.insert(text, &vector).is_ok() {
+            taken += 1;
+        }
+    }
+    taken
+}
+
+/// Gives the other replicas the vectors of `texts` now in `cache`.
+fn give_shared(texts: &[&str], model: &dyn Embedder, cache: &VectorCache, sources: &VectorSources) {
+    let Some(runtime) = sources
+        .runtime
+        .as_ref()
+        .filter(|_| sources.shared.is_shared())
+    else {
+        return;
+    };
+    let entries: Vec<(String, Vec<u8>)> = texts
+        .iter()
+        .filter_map(|t| {
+            let vector = cache.get(t)?;
+            Some((
+                text_key(t),
+                vector.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            ))
+        })
+        .collect();
+    if let Err(error) = runtime.block_on(sources.shared.put_vectors(model.model_id(), entries)) {
+        tracing::warn!(%error, "vectors not shared; other replicas embed these tools themselves");
+    }
 }
 
 fn read(engine: &SharedEngine) -> std::sync::RwLockReadGuard<'_, SearchEngine> {

@@ -223,7 +223,13 @@ async fn rest_only(args: ServeArgs) -> Result<()> {
     )?;
     let tool_count = engine.catalog().len();
     let engine = Arc::new(RwLock::new(engine));
-    let semantic = Semantic::start(&config.tool_search.semantic, engine.clone());
+    let semantic = Semantic::start(
+        &config.tool_search.semantic,
+        engine.clone(),
+        toolsearch_gateway::semantic::VectorSources::in_process(
+            toolsearch_gateway::metrics::Metrics::new(),
+        ),
+    );
     let state = RestState::from_config(engine, &config)
         .map_err(|e| BadInput(e.to_string()))?
         .with_semantic(semantic);

@@ -2,6 +2,9 @@
 
     python mcp_client.py --plan PLAN_JSON --stdio COMMAND [ARG ...]
     python mcp_client.py --plan PLAN_JSON --url http://127.0.0.1:PORT/mcp
+    python mcp_client.py --plan PLAN_JSON --replicas URL0,URL1,...
+With --replicas, one session spans several gateways: its standalone GET stream is opened on URL0,
+and every POST (and the DELETE) goes to the replica a "route" step chose (URL0 at first).
 
 PLAN_JSON is a list of steps, each run in order on one session:
     {"op": "list"}                                 -> {"names": [...], "tools": {name: tool}}
@@ -43,6 +46,7 @@ PLAN_JSON is a list of steps, each run in order on one session:
                                                       (or saw cancelled: {"method", "cancelled": true})
     {"op": "wait_cancelled"}                       -> {"asked": [...]} once a request was seen cancelled
     {"op": "kill_pidfile", "path": P}              -> {"killed": pid}
+    {"op": "route", "to": I}                       -> {"route": I}: the next requests go to --replicas' URL I
     {"op": "touch" | "rm", "path": P}              -> creates or removes a file (the fault tests' switch)
 PLAN_JSON may also be {"client": {...}, "steps": [...]}, where "client" turns on what the client
 offers the server: "sampling": TEXT (answers sampling/createMessage with TEXT), "elicitation":
@@ -60,7 +64,9 @@ import sys
 
 import jsonschema
 
+import httpx2
 from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
 from mcp import types
 
 GUARD_SECONDS = 120
@@ -303,6 +309,9 @@ async def run_step(client, recorder, step):
     if op == "wait_cancelled":
         await recorder.wait_for(lambda: any(a.get("cancelled") for a in recorder.asked))
         return {"asked": list(recorder.asked)}
+    if op == "route":
+        ROUTER.post_to = step["to"]
+        return {"route": step["to"]}
     if op == "kill_pidfile":
         with open(step["path"]) as f:
             pid = int(f.read().strip())
@@ -317,10 +326,33 @@ async def run_step(client, recorder, step):
     raise ValueError(f"unknown step {op!r}")
 
 
+class Router(httpx2.AsyncBaseTransport):
+    """Sends the standalone GET stream to the first replica and every other request to the one a
+    "route" step chose, whatever URL the SDK asked for."""
+
+    def __init__(self, urls):
+        self.urls = [httpx2.URL(u) for u in urls]
+        self.post_to = 0
+        self.inner = httpx2.AsyncHTTPTransport()
+
+    async def handle_async_request(self, request):
+        target = self.urls[0] if request.method == "GET" else self.urls[self.post_to]
+        request.url = request.url.copy_with(host=target.host, port=target.port)
+        request.headers["Host"] = f"{target.host}:{target.port}"
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self):
+        await self.inner.aclose()
+
+
+ROUTER = None
+
+
 async def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--plan", required=True)
     parser.add_argument("--url")
+    parser.add_argument("--replicas")
     parser.add_argument("--stdio", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     plan = json.loads(args.plan)
@@ -328,7 +360,16 @@ async def main():
     if isinstance(plan, dict):
         offers = plan.get("client", {})
         plan = plan["steps"]
-    if args.url:
+    http = None
+    if args.replicas:
+        global ROUTER
+        urls = args.replicas.split(",")
+        ROUTER = Router(urls)
+        http = httpx2.AsyncClient(
+            transport=ROUTER, timeout=httpx2.Timeout(30.0, read=300.0)
+        )
+        server = streamable_http_client(urls[0], http_client=http)
+    elif args.url:
         server = args.url
     elif args.stdio:
         server = StdioServerParameters(command=args.stdio[0], args=args.stdio[1:], env=dict(os.environ))
@@ -355,6 +396,8 @@ async def main():
         for step in plan:
             out["steps"].append(await run_step(client, recorder, step))
     out["transport_errors"] = recorder.errors
+    if http is not None:
+        await http.aclose()
     print(json.dumps(out))
 
 

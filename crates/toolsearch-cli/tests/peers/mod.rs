@@ -105,7 +105,16 @@ pub fn stderr_of(out: &std::process::Output) -> String {
 
 /// Starts `toolsearch serve --http` on a free port and waits until it listens.
 pub fn serve_http(config: &Path) -> Gateway {
-    let mut child = toolsearch()
+    serve_http_with_env(config, &[])
+}
+
+/// [`serve_http`] with extra environment variables for the gateway.
+pub fn serve_http_with_env(config: &Path, env: &[(&str, &Path)]) -> Gateway {
+    let mut command = toolsearch();
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    let mut child = command
         .args(["serve", "--wait-for-upstreams", "--config"])
         .arg(config)
         .args(["--http", "127.0.0.1:0"])
@@ -403,4 +412,12 @@ pub fn start_nginx(dir: &Path, config: &str, backends: &[String]) -> Service {
     let service = Service { child, port };
     wait_for_port(port, "nginx");
     service
+}
+
+/// Runs the Python client `script` with one session over several gateways (`--replicas`): its
+/// stream on the first, each request on the one the plan's `route` steps name.
+pub fn run_client_with_replicas(script: &str, urls: &[String], plan: &Value) -> Value {
+    let mut command = client_command(script, plan);
+    command.arg("--replicas").arg(urls.join(","));
+    finish_client(command).0
 }

@@ -53,6 +53,9 @@ pub struct Notice {
 pub enum NoticeKind {
     /// The session's tool list changed (a reveal): send `notifications/tools/list_changed`.
     ToolsChanged,
+    /// A resource the session subscribed to (on another replica) changed: send
+    /// `notifications/resources/updated` with this gateway URI.
+    ResourceUpdated { uri: String },
 }
 
 /// What a session must keep across requests, wherever it is kept. Every method is keyed by a
@@ -113,6 +116,26 @@ pub trait SharedSessions: Send + Sync + 'static {
 
     /// This replica's name in its notices.
     fn replica(&self) -> &str;
+
+    /// Tool vectors another replica computed, by `key` (a hash of the embedded text), for the
+    /// model `model`: each as little-endian `f32`s, `None` where there is none. In process there
+    /// is no other replica: nothing.
+    async fn get_vectors(
+        &self,
+        _model: &str,
+        keys: &[String],
+    ) -> Result<Vec<Option<Vec<u8>>>, SharedStateError> {
+        Ok(vec![None; keys.len()])
+    }
+
+    /// Shares tool vectors this replica computed (see [`get_vectors`](Self::get_vectors)).
+    async fn put_vectors(
+        &self,
+        _model: &str,
+        _entries: Vec<(String, Vec<u8>)>,
+    ) -> Result<(), SharedStateError> {
+        Ok(())
+    }
 
     /// rmcp's hook for restoring an MCP session another replica opened; `None` in process.
     fn mcp_session_store(

@@ -76,6 +76,10 @@ redis.call('EXPIRE', bytes_key, ttl)
 return bytes
 ";
 
+/// How long a shared tool vector is kept: a catalog that changes leaves vectors nobody reads,
+/// and a replica that misses one embeds it again.
+const VECTOR_TTL_SECS: u64 = 7 * 24 * 3600;
+
 /// Forgets a session.
 const FORGET: &str = r"
 local p, id = ARGV[1], ARGV[2]
@@ -173,6 +177,14 @@ impl RedisState {
             }
         }
         result
+    }
+
+    /// A tool vector's key: the model's and the text's hashes.
+    fn vector_key(&self, model: &str, text_key: &str) -> String {
+        use sha2::Digest;
+        let model_hash = sha2::Sha256::digest(model.as_bytes());
+        let short: String = model_hash[..8].iter().map(|b| format!("{b:02x}")).collect();
+        format!("{}:vec:{short}:{text_key}", self.prefix)
     }
 
     fn key(&self, kind: &str, session: &str) -> String {
@@ -385,6 +397,50 @@ impl SharedSessions for RedisState {
 
     fn replica(&self) -> &str {
         &self.replica
+    }
+
+    async fn get_vectors(
+        &self,
+        model: &str,
+        keys: &[String],
+    ) -> Result<Vec<Option<Vec<u8>>>, SharedStateError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut connection = self.connection.clone();
+        let redis_keys: Vec<String> = keys.iter().map(|k| self.vector_key(model, k)).collect();
+        self.run(
+            "read shared tool vectors",
+            redis::cmd("MGET")
+                .arg(redis_keys)
+                .query_async(&mut connection),
+        )
+        .await
+    }
+
+    async fn put_vectors(
+        &self,
+        model: &str,
+        entries: Vec<(String, Vec<u8>)>,
+    ) -> Result<(), SharedStateError> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let mut pipe = redis::pipe();
+        for (key, bytes) in entries {
+            pipe.cmd("SET")
+                .arg(self.vector_key(model, &key))
+                .arg(bytes)
+                .arg("EX")
+                .arg(VECTOR_TTL_SECS)
+                .ignore();
+        }
+        let mut connection = self.connection.clone();
+        self.run(
+            "share tool vectors",
+            pipe.query_async::<()>(&mut connection),
+        )
+        .await
     }
 
     fn mcp_session_store(
