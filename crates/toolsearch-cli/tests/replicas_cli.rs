@@ -277,6 +277,16 @@ fn notifications_reach_the_replica_holding_the_stream() {
     assert!(step(13)["killed"].as_u64().is_some());
     assert!(full(step(15), "everything___echo"), "{}", step(15));
     assert_eq!(step(16)["json"]["text"], "zzzzzz", "{}", step(16));
+    // The client ended its session on replica 2 as it left: replica 0, which opened it and held
+    // its stream, closes its copy too.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while metric(&replicas[0], "toolsearch_sessions_open") > 0.0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "replica 0 kept a session its client ended on replica 2"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     replicas.clear();
 }
 

@@ -107,7 +107,7 @@ pub struct GatewayConfig {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StateConfig {
-    /// `redis://host:port/db` (or `rediss://` for TLS); credentials may sit in the URL.
+    /// `redis://host:port/db`; credentials may sit in the URL.
     #[serde(default)]
     pub redis: Option<String>,
     /// Names the keys of this deployment start with, so that several share one Redis.
@@ -852,10 +852,16 @@ impl GatewayConfig {
 
 fn validate_state(state: &StateConfig) -> Result<(), (String, String)> {
     if let Some(url) = &state.redis {
-        if !(url.starts_with("redis://") || url.starts_with("rediss://")) {
+        if url.starts_with("rediss://") {
             return Err((
                 "state.redis".into(),
-                "must be a URL like `redis://127.0.0.1:6379` (or `rediss://` for TLS)".into(),
+                "is a TLS URL (`rediss://`), which this build does not speak; reach Redis over a private network or a TLS tunnel (stunnel, a sidecar) with a `redis://` URL".into(),
+            ));
+        }
+        if !url.starts_with("redis://") {
+            return Err((
+                "state.redis".into(),
+                "must be a URL like `redis://127.0.0.1:6379/0` (a password may sit in it: `redis://:secret@host:6379`)".into(),
             ));
         }
     }
@@ -1001,6 +1007,37 @@ mod tests {
     }
     fn json(text: &str) -> Result<GatewayConfig, ConfigError> {
         GatewayConfig::parse(text, Format::Json, "claude_desktop_config.json")
+    }
+
+    #[test]
+    fn the_state_section_names_redis_and_is_checked() {
+        let config = toml("[state]\nredis = \"redis://:pw@10.0.0.5:6379/0\"\n").unwrap();
+        assert_eq!(
+            config.state.redis.as_deref(),
+            Some("redis://:pw@10.0.0.5:6379/0")
+        );
+        assert_eq!(config.state.prefix, "toolsearch");
+        assert_eq!(config.state.session_ttl_secs, 3600);
+        assert_eq!(toml("").unwrap().state.redis, None);
+        for (text, key, says) in [
+            (
+                "[state]\nredis = \"10.0.0.5:6379\"",
+                "state.redis",
+                "redis://",
+            ),
+            ("[state]\nredis = \"rediss://h:6379\"", "state.redis", "TLS"),
+            (
+                "[state]\nprefix = \"a b\"",
+                "state.prefix",
+                "without spaces",
+            ),
+            ("[state]\ntimeoutMs = 0", "state.timeoutMs", "positive"),
+            ("[state]\nredis = \"redis://h\"\nttl = 5", "ttl", "unknown"),
+        ] {
+            let error = toml(text).unwrap_err();
+            assert!(error.key.contains(key), "{text}: {error}");
+            assert!(error.to_string().contains(says), "{text}: {error}");
+        }
     }
 
     #[test]

@@ -33,7 +33,7 @@ use rmcp::transport::streamable_http_server::session::{
     EventStore, RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
 };
 
-use crate::shared::SharedSessions;
+use crate::shared::{Notice, NoticeKind, SharedSessions};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
@@ -650,6 +650,38 @@ impl SessionOwners {
     }
 }
 
+/// Closes the copies of MCP sessions that their client ended on another replica, so that a
+/// session ended anywhere is ended everywhere; ends with the listener.
+async fn close_ended_sessions(
+    owners: std::sync::Weak<SessionOwners>,
+    mut notices: tokio::sync::broadcast::Receiver<Notice>,
+) {
+    loop {
+        let notice = match notices.recv().await {
+            Ok(notice) => notice,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                tracing::warn!(missed, "missed notices of other replicas");
+                continue;
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        };
+        let Some(owners) = owners.upgrade() else {
+            return;
+        };
+        if notice.kind != NoticeKind::SessionEnded {
+            continue;
+        }
+        owners.lock().remove(&notice.session);
+        let id: SessionId = notice.session.as_str().into();
+        if owners.manager.has_session(&id).await.unwrap_or(false) {
+            tracing::debug!(session = %notice.session, "closing an MCP session its client ended on another replica");
+            if let Err(e) = owners.manager.close_session(&id).await {
+                tracing::debug!(error = %e, "cannot close an ended MCP session");
+            }
+        }
+    }
+}
+
 /// Middleware of `/mcp`, after the token check: a request naming a session opened with another
 /// token is answered as if the session did not exist; a new session is recorded with its token.
 async fn require_session_owner(
@@ -712,8 +744,18 @@ async fn require_session_owner(
         }
         (Some(id), _) if delete && response.status().is_success() => {
             sessions.lock().remove(&id);
-            if let Err(e) = sessions.shared.end_session(&id).await {
-                tracing::warn!(error = %e, "an ended MCP session stays in the shared store until it expires");
+            if sessions.shared.is_shared() {
+                if let Err(e) = sessions.shared.end_session(&id).await {
+                    tracing::warn!(error = %e, "an ended MCP session stays in the shared store until it expires");
+                }
+                let notice = Notice {
+                    from: sessions.shared.replica().to_string(),
+                    session: id.clone(),
+                    kind: NoticeKind::SessionEnded,
+                };
+                if let Err(e) = sessions.shared.publish(&notice).await {
+                    tracing::warn!(error = %e, "replicas that restored an ended MCP session keep it until it idles out");
+                }
             }
         }
         _ => {}
@@ -753,6 +795,12 @@ pub fn http_app(
         Arc::new(NamingSessionManager(manager)),
         config,
     );
+    if owners.shared.is_shared() {
+        tokio::spawn(close_ended_sessions(
+            Arc::downgrade(&owners),
+            owners.shared.notices(),
+        ));
+    }
     // Layers run outside in: the token check first, then the session's owner.
     let mcp_router = Router::new()
         .route_service(MCP_PATH, mcp)

@@ -1254,6 +1254,8 @@ impl Gateway {
         for session in sessions {
             match &notice.kind {
                 NoticeKind::ToolsChanged => self.notify(&session).await,
+                // The HTTP listener closes the MCP session, which ends this one.
+                NoticeKind::SessionEnded => {}
                 NoticeKind::ResourceUpdated { uri } => {
                     let peer = self
                         .lock_sessions()

@@ -56,6 +56,8 @@ pub enum NoticeKind {
     /// A resource the session subscribed to (on another replica) changed: send
     /// `notifications/resources/updated` with this gateway URI.
     ResourceUpdated { uri: String },
+    /// The client ended the session (`DELETE`): replicas that restored it close their copy.
+    SessionEnded,
 }
 
 /// What a session must keep across requests, wherever it is kept. Every method is keyed by a
