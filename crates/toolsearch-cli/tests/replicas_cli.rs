@@ -344,3 +344,39 @@ fn replicas_share_tool_vectors() {
     assert_eq!(vectors(&second, "model"), 0.0, "nothing embedded again");
     assert_eq!(vectors(&second, "replicas"), computed);
 }
+
+/// The per-session bounds on large outputs hold in Redis: the oldest output is dropped there, so
+/// a replica that did not store it cannot read it either.
+#[test]
+fn outputs_in_redis_keep_the_session_bounds() {
+    let dir = scratch("replicas-bounds");
+    let redis = start_redis();
+    let config = config(&dir, &format!("redis://127.0.0.1:{}", redis.port));
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "thresholdBytes = 500",
+        "thresholdBytes = 500\nmaxOutputsPerSession = 2",
+    );
+    std::fs::write(&config, text).unwrap();
+    let replicas: Vec<Gateway> = (0..2).map(|_| serve_http(&config)).collect();
+    let urls: Vec<String> = replicas.iter().map(|r| r.url.clone()).collect();
+    let echo = |c: &str, save: &str| json!({"op": "call", "name": "everything___echo", "arguments": {"message": c.repeat(1000)}, "save": save});
+    let read = |handle: &str| json!({"op": "call", "name": "read_large_output", "arguments": {"handle": handle, "length": 7}});
+    let report = peers::run_client_with_replicas(
+        "mcp_client.py",
+        &urls,
+        &json!([
+            {"op": "call", "name": "tool_search", "arguments": {"query": "echo"}},
+            echo("a", "a"),
+            echo("b", "b"),
+            echo("c", "c"),
+            {"op": "route", "to": 1},
+            read("$a"),
+            read("$b"),
+            read("$c")
+        ]),
+    );
+    let step = |i: usize| &report["steps"][i];
+    assert_eq!(step(5)["is_error"], true, "dropped: {}", step(5));
+    assert_eq!(step(6)["json"]["text"], "Echo: b", "{}", step(6));
+    assert_eq!(step(7)["json"]["text"], "Echo: c", "{}", step(7));
+}
