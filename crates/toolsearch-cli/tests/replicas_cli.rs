@@ -380,3 +380,37 @@ fn outputs_in_redis_keep_the_session_bounds() {
     assert_eq!(step(6)["json"]["text"], "Echo: b", "{}", step(6));
     assert_eq!(step(7)["json"]["text"], "Echo: c", "{}", step(7));
 }
+
+/// Redis dying under an open session: its calls fail at once with an error that names Redis,
+/// rather than hang or act on state that may be stale.
+#[test]
+fn when_redis_dies_calls_fail_with_an_error_naming_it() {
+    let dir = scratch("replicas-redis-dies");
+    let redis = start_redis();
+    let config = config(&dir, &format!("redis://127.0.0.1:{}", redis.port));
+    let gateway = serve_http(&config);
+    let pidfile = dir.join("redis.pid");
+    std::fs::write(&pidfile, redis.pid().to_string()).unwrap();
+    let report = peers::run_client_at(
+        "mcp_client.py",
+        &gateway.url,
+        &json!([
+            {"op": "call", "name": "tool_search", "arguments": {"query": "echo"}},
+            {"op": "kill_pidfile", "path": pidfile.to_string_lossy()},
+            {"op": "call", "name": "tool_search", "arguments": {"query": "sum"}}
+        ]),
+    );
+    let step = |i: usize| &report["steps"][i];
+    assert_eq!(step(0)["is_error"], false, "{}", step(0));
+    assert_eq!(step(2)["is_error"], true, "{}", step(2));
+    let text = step(2)["text"].as_str().unwrap();
+    assert!(
+        text.contains(&format!("Redis at redis://127.0.0.1:{}", redis.port)),
+        "{text}"
+    );
+    let (_, metrics) = http_raw(&gateway.addr(), "GET", "/metrics", None, None);
+    assert!(
+        metrics.contains("toolsearch_state_store_up{store=\"redis\"} 0"),
+        "{metrics}"
+    );
+}

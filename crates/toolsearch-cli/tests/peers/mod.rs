@@ -352,6 +352,13 @@ pub struct Service {
     pub port: u16,
 }
 
+impl Service {
+    /// The process id, for a test's client to kill it.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Service {
     fn drop(&mut self) {
         let _ = self.child.kill();
