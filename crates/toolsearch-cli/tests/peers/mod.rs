@@ -360,7 +360,22 @@ impl Service {
 }
 
 impl Drop for Service {
+    /// SIGTERM first: nginx's master then stops its workers (killed outright, it would leave
+    /// them running); SIGKILL if it has not exited within 10 s.
     fn drop(&mut self) {
+        let terminated = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .is_ok_and(|s| s.success());
+        if terminated {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while std::time::Instant::now() < deadline {
+                if matches!(self.child.try_wait(), Ok(Some(_))) {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
