@@ -66,6 +66,7 @@ import jsonschema
 
 import httpx2
 from mcp import Client, StdioServerParameters
+from plan_values import substitute
 from mcp.client.streamable_http import streamable_http_client
 from mcp import types
 
@@ -173,16 +174,6 @@ def call_summary(result):
         "structured": result.structured_content,
         "content": [dump(c) for c in result.content],
     }
-
-
-def substitute(value, saved):
-    if isinstance(value, str) and value.startswith("$") and value[1:] in saved:
-        return saved[value[1:]]
-    if isinstance(value, dict):
-        return {k: substitute(v, saved) for k, v in value.items()}
-    if isinstance(value, list):
-        return [substitute(v, saved) for v in value]
-    return value
 
 
 SAVED = {}

@@ -34,6 +34,7 @@ import os
 import sys
 
 from mcp import Client, StdioServerParameters
+from plan_values import substitute
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
@@ -60,16 +61,6 @@ def call_summary(result):
         "structured": result.structured_content,
         "content": [dump(c) for c in result.content],
     }
-
-
-def substitute(value, saved):
-    if isinstance(value, str) and value.startswith("$") and value[1:] in saved:
-        return saved[value[1:]]
-    if isinstance(value, dict):
-        return {k: substitute(v, saved) for k, v in value.items()}
-    if isinstance(value, list):
-        return [substitute(v, saved) for v in value]
-    return value
 
 
 class Session:

@@ -59,24 +59,29 @@ impl Gateway {
 
 impl Drop for Gateway {
     /// SIGTERM first, so that the gateway stops its upstreams (an upstream with a timer of its own
-    /// outlives a gateway killed outright); SIGKILL if it has not exited within 15 s.
+    /// outlives a gateway killed outright).
     fn drop(&mut self) {
-        let terminated = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .is_ok_and(|s| s.success());
-        if terminated {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
-            while std::time::Instant::now() < deadline {
-                if matches!(self.child.try_wait(), Ok(Some(_))) {
-                    return;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        terminate(&mut self.child, std::time::Duration::from_secs(15));
     }
+}
+
+/// Stops `child` with SIGTERM, and with SIGKILL if it has not exited within `grace`; reaps it.
+fn terminate(child: &mut Child, grace: std::time::Duration) {
+    let terminated = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .is_ok_and(|s| s.success());
+    if terminated {
+        let deadline = std::time::Instant::now() + grace;
+        while std::time::Instant::now() < deadline {
+            if matches!(child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 /// The `toolsearch` binary, with no API tokens from the environment.
@@ -361,23 +366,9 @@ impl Service {
 
 impl Drop for Service {
     /// SIGTERM first: nginx's master then stops its workers (killed outright, it would leave
-    /// them running); SIGKILL if it has not exited within 10 s.
+    /// them running).
     fn drop(&mut self) {
-        let terminated = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status()
-            .is_ok_and(|s| s.success());
-        if terminated {
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-            while std::time::Instant::now() < deadline {
-                if matches!(self.child.try_wait(), Ok(Some(_))) {
-                    return;
-                }
-                std::thread::sleep(std::time::Duration::from_millis(20));
-            }
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        terminate(&mut self.child, std::time::Duration::from_secs(10));
     }
 }
 
