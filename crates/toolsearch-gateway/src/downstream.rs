@@ -748,12 +748,7 @@ async fn require_session_owner(
                 if let Err(e) = sessions.shared.end_session(&id).await {
                     tracing::warn!(error = %e, "an ended MCP session stays in the shared store until it expires");
                 }
-                let notice = Notice {
-                    from: sessions.shared.replica().to_string(),
-                    session: id.clone(),
-                    kind: NoticeKind::SessionEnded,
-                };
-                if let Err(e) = sessions.shared.publish(&notice).await {
+                if let Err(e) = sessions.shared.tell(&id, NoticeKind::SessionEnded).await {
                     tracing::warn!(error = %e, "replicas that restored an ended MCP session keep it until it idles out");
                 }
             }

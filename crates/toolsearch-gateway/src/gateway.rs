@@ -1213,12 +1213,7 @@ impl Gateway {
         if !self.shared.is_shared() || self.preset() == Preset::Search {
             return;
         }
-        let notice = Notice {
-            from: self.shared.replica().to_string(),
-            session: key.to_string(),
-            kind: NoticeKind::ToolsChanged,
-        };
-        if let Err(e) = self.shared.publish(&notice).await {
+        if let Err(e) = self.shared.tell(key, NoticeKind::ToolsChanged).await {
             tracing::warn!(session = key, error = %e, "the other replicas were not told of a tool list change");
         }
     }
@@ -1232,12 +1227,11 @@ impl Gateway {
         else {
             return;
         };
-        let notice = Notice {
-            from: self.shared.replica().to_string(),
-            session: key,
-            kind: NoticeKind::ResourceUpdated { uri },
-        };
-        if let Err(e) = self.shared.publish(&notice).await {
+        if let Err(e) = self
+            .shared
+            .tell(&key, NoticeKind::ResourceUpdated { uri })
+            .await
+        {
             tracing::warn!(session, error = %e, "the other replicas were not told of a resource update");
         }
     }

@@ -116,6 +116,16 @@ pub trait SharedSessions: Send + Sync + 'static {
     /// What the other replicas publish.
     fn notices(&self) -> broadcast::Receiver<Notice>;
 
+    /// Tells the other replicas `kind` about the session `session` (its shared key).
+    async fn tell(&self, session: &str, kind: NoticeKind) -> Result<(), SharedStateError> {
+        let notice = Notice {
+            from: self.replica().to_string(),
+            session: session.to_string(),
+            kind,
+        };
+        self.publish(&notice).await
+    }
+
     /// This replica's name in its notices.
     fn replica(&self) -> &str;
 
