@@ -107,13 +107,6 @@ impl GatewayService {
         if is_sessionless(parts) {
             self.gateway.mark_sessionless(self.session_id());
         }
-        if let Some(id) = parts
-            .headers
-            .get(rmcp::transport::common::http_header::HEADER_SESSION_ID)
-            .and_then(|v| v.to_str().ok())
-        {
-            self.gateway.name_session(self.session_id(), id);
-        }
         let Some(grant) = parts.extensions.get::<Grant>() else {
             return Ok(());
         };
