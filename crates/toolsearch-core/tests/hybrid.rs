@@ -280,3 +280,63 @@ fn vectors_take_their_size_and_no_more_when_reserved_or_attached_at_once() {
     engine.embed_pending().unwrap();
     assert_eq!(engine.vector_memory_bytes(), 300 * vector_bytes);
 }
+
+/// Remembers every text it is asked to embed.
+struct Recording {
+    inner: ConceptEmbedder,
+    seen: std::sync::Mutex<Vec<String>>,
+}
+
+impl Embedder for Recording {
+    fn model_id(&self) -> &str {
+        self.inner.model_id()
+    }
+
+    fn dimensions(&self) -> usize {
+        self.inner.dimensions()
+    }
+
+    fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+        if let Ok(mut seen) = self.seen.lock() {
+            seen.extend(texts.iter().map(|t| t.to_string()));
+        }
+        self.inner.embed(texts)
+    }
+}
+
+#[test]
+fn the_model_reads_a_long_query_up_to_the_cut_and_the_words_read_it_all() {
+    let model = Arc::new(Recording {
+        inner: ConceptEmbedder::new("concepts-v1"),
+        seen: Default::default(),
+    });
+    let mut engine =
+        SearchEngine::build(tools(), SearchConfig::default(), Default::default()).unwrap();
+    engine.set_embedder(Some(model.clone()));
+    engine.embed_pending().unwrap();
+    model.seen.lock().unwrap().clear();
+
+    // 450 characters of words no tool has, then the one word a tool has.
+    let query = format!("{} folder", "please kindly ".repeat(32));
+    assert!(query.len() > 440);
+    let found = search(&engine, &query, SearchMode::Hybrid);
+    assert_eq!(
+        found.first().map(|f| f.0.as_str()),
+        Some("list_folder"),
+        "the keyword side reads the word past the cut: {found:?}"
+    );
+    let seen = model.seen.lock().unwrap().clone();
+    assert_eq!(seen.len(), 1, "one query embedded: {seen:?}");
+    let limit = SearchConfig::default().max_embedded_query_chars;
+    assert!(limit < query.len());
+    assert!(
+        seen[0].len() <= limit,
+        "cut to {limit}: {} chars",
+        seen[0].len()
+    );
+    assert!(
+        !seen[0].contains("folder"),
+        "the model reads only the start"
+    );
+    assert!(seen[0].starts_with("please kindly please"));
+}

@@ -233,10 +233,11 @@ impl BertEmbedder {
 }
 
 impl BertEmbedder {
-    /// Runs batches on as many threads as the cores leave room for: candle's matrix products use
-    /// `RAYON_NUM_THREADS` cores each (all by default), and one product of a batch this small
-    /// keeps several cores waiting on each other, so with one core per product (the CLI sets
-    /// `RAYON_NUM_THREADS=1`) one batch runs per core instead.
+    /// Runs the batches. A lone batch (a query) runs on the caller's thread, and candle splits its
+    /// matrix products across the shared rayon pool: one short text leaves nothing else to run
+    /// side by side. Several batches (indexing) run side by side instead, one per core, each on
+    /// a pool of one thread: a batch's products are small enough that cores splitting one of them
+    /// mostly wait on each other (about 1.6x the tools per second on 2 cores; BENCHMARKS.md).
     fn run_batches(
         &self,
         batches: &[&[usize]],
@@ -247,8 +248,7 @@ impl BertEmbedder {
             self.run_batch(&batch)
         };
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let workers =
-            (cores / candle_core::utils::get_num_threads().max(1)).clamp(1, batches.len().max(1));
+        let workers = cores.clamp(1, batches.len().max(1));
         if workers == 1 {
             return batches.iter().map(|batch| run(batch)).collect();
         }
@@ -259,13 +259,20 @@ impl BertEmbedder {
                 .map(|worker| {
                     let run = &run;
                     scope.spawn(move || {
-                        batches
-                            .iter()
-                            .enumerate()
-                            .skip(worker)
-                            .step_by(workers)
-                            .map(|(index, batch)| (index, run(batch)))
-                            .collect::<Vec<_>>()
+                        let mine = || {
+                            batches
+                                .iter()
+                                .enumerate()
+                                .skip(worker)
+                                .step_by(workers)
+                                .map(|(index, batch)| (index, run(batch)))
+                                .collect::<Vec<_>>()
+                        };
+                        // Products split for the shared pool run one after the other here.
+                        match rayon::ThreadPoolBuilder::new().num_threads(1).build() {
+                            Ok(pool) => pool.install(mine),
+                            Err(_) => mine(),
+                        }
                     })
                 })
                 .collect();

@@ -1,6 +1,7 @@
-//! Batches run side by side when each matrix product uses one core (`RAYON_NUM_THREADS=1`, as
-//! the CLI sets it): the vectors and their order must be those of one text at a time. A binary of
-//! its own, because the variable is read by every product in the process.
+//! Batches run side by side, one per core on a one-thread pool each, while a lone text's products
+//! are split across the shared pool (`RAYON_NUM_THREADS=2 CANDLE_NUM_THREADS=1`, as the CLI sets
+//! them on two cores): the vectors and their order must be those of one text at a time. A binary
+//! of its own, because the variables are read by every product in the process.
 
 #[path = "../../../tests/support/peers.rs"]
 mod peers;
@@ -9,7 +10,8 @@ use toolsearch_embed::{BertEmbedder, Embedder};
 
 #[test]
 fn batches_on_several_threads_keep_vectors_and_order() {
-    std::env::set_var("RAYON_NUM_THREADS", "1");
+    std::env::set_var("RAYON_NUM_THREADS", "2");
+    std::env::set_var("CANDLE_NUM_THREADS", "1");
     let Some(dir) = peers::model_or_skip("batches_on_several_threads_keep_vectors_and_order")
     else {
         return;

@@ -62,7 +62,11 @@ pub struct SearchConfig {
     /// A tool no query word matched enters the results by meaning only from this cosine
     /// similarity up: below it, a query about nothing in the catalog finds nothing.
     pub min_similarity: f32,
-    /// Longest query text embedded, in characters (the model reads 256 tokens at most anyway).
+    /// Longest query text embedded, in characters, cut at a word; the keyword side reads it
+    /// all. A sentence model's cost grows with every token, and a request's first 400
+    /// characters (about 90 tokens) carry what it asks for: cutting there bounds the slowest
+    /// query embedding at about a third of a 256-token one, for 0.1 nDCG@10 on one dataset of
+    /// five (docs/EVAL.md).
     pub max_embedded_query_chars: usize,
 }
 
@@ -159,7 +163,7 @@ impl Default for SearchConfig {
             dense_candidates: 50,
             dense_for_keyword_hits: true,
             min_similarity: 0.25,
-            max_embedded_query_chars: 2_000,
+            max_embedded_query_chars: 400,
         }
     }
 }
