@@ -6,6 +6,11 @@
 //!
 //! The core holds vectors, the dense scan and fusion; this crate owns everything that reads
 //! files or runs the model.
+//!
+//! Threads: candle reads `RAYON_NUM_THREADS` (how many cores split a query's matrix products)
+//! and `CANDLE_NUM_THREADS` (its pool for element-wise work, whose callers take turns). The
+//! `toolsearch` binary sets them to the number of cores and to 1 before anything else; a program
+//! embedding this crate gets the same figures by doing so in its `main`.
 
 mod bert;
 mod cache;
