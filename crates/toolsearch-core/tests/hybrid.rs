@@ -208,7 +208,10 @@ fn vectors_follow_the_catalog() {
     assert_eq!((status.ready, status.total), (2, 3));
     let pending = engine.pending_vectors();
     assert_eq!(pending.len(), 1);
-    assert!(pending[0].text.starts_with("delete file"), "{pending:?}");
+    assert!(
+        pending[0].text.starts_with("files delete file"),
+        "{pending:?}"
+    );
 
     // A vector for a slot that has gone since is ignored, so is one of another model.
     let stale = pending[0].slot;

@@ -1,5 +1,6 @@
-//! The text embedded for a tool: its name split into words, its description, and its parameters'
-//! names and descriptions, each part and the whole bounded in characters. The bound keeps
+//! The text embedded for a tool: its server and name split into words, its category and tags, its
+//! description, and its parameters' names and descriptions, each part and the whole bounded in
+//! characters. The bound keeps
 //! indexing cost per tool flat (a sentence model reads at most a few hundred tokens anyway) and
 //! keeps one long description from crowding out the parameters.
 
@@ -18,6 +19,8 @@ pub struct EmbedTextLimits {
     pub max_parameter_chars: usize,
     /// Parameters listed (top level first, as the schema walk gives them).
     pub max_parameters: usize,
+    /// The category and tags together.
+    pub max_label_chars: usize,
 }
 
 impl Default for EmbedTextLimits {
@@ -28,6 +31,7 @@ impl Default for EmbedTextLimits {
             max_description_chars: 600,
             max_parameter_chars: 120,
             max_parameters: 24,
+            max_label_chars: 120,
         }
     }
 }
@@ -37,12 +41,37 @@ pub fn embedding_text(tool: &Tool) -> String {
     embedding_text_with(tool, &EmbedTextLimits::default())
 }
 
-/// `"get weather: Current weather for a city. Parameters: city (the city name); units."`:
-/// the name split into lowercase words (`getWeather`, `get_weather` → `get weather`), the
-/// description with whitespace collapsed, then each parameter once. Deterministic: the same
+/// `"weather get weather (Forecasts, daily): Current weather for a city. Parameters: city (the
+/// city name); units."`: the server's name and the tool's split into lowercase words
+/// (`getWeather`, `get_weather` → `get weather`), the category and tags, the description with
+/// whitespace collapsed, then each parameter once. Where a tool is served and how it is filed
+/// say what it is about as much as its own name does (the keyword index holds those fields
+/// too); a tool without them reads `"get weather: Current weather ..."`. Deterministic: the same
 /// tool gives the same text, which is what vector caches are keyed by.
 pub fn embedding_text_with(tool: &Tool, limits: &EmbedTextLimits) -> String {
-    let mut text = split_identifier(&tool.name);
+    let mut text = split_identifier(&tool.server);
+    let name = split_identifier(&tool.name);
+    if !text.is_empty() && !name.is_empty() {
+        text.push(' ');
+    }
+    text.push_str(&name);
+    let labels: Vec<String> = tool
+        .category
+        .iter()
+        .chain(&tool.tags)
+        .map(|label| collapse_whitespace(label))
+        .filter(|label| !label.is_empty())
+        .collect();
+    let labels = labels.join(", ");
+    let labels = clip(&labels, limits.max_label_chars);
+    if !labels.is_empty() {
+        if !text.is_empty() {
+            text.push(' ');
+        }
+        text.push('(');
+        text.push_str(labels);
+        text.push(')');
+    }
     let description = collapse_whitespace(&tool.description);
     let description = clip(&description, limits.max_description_chars);
     if !description.is_empty() {
@@ -150,6 +179,26 @@ mod tests {
             "get weather by city: Current weather for a city. Parameters: city (The city name); \
              units; options (Extra options); lang (Language code)."
         );
+    }
+
+    #[test]
+    fn server_category_and_tags_come_with_the_name() {
+        let tool = weather()
+            .with_server("open_meteo")
+            .with_category("Forecasts")
+            .with_tags(["daily", " "]);
+        assert_eq!(
+            embedding_text(&tool),
+            "open meteo get weather by city (Forecasts, daily): Current weather for a city. \
+             Parameters: city (The city name); units; options (Extra options); lang (Language \
+             code)."
+        );
+        let labels_only = Tool::new("", "").with_category("Files");
+        assert_eq!(embedding_text(&labels_only), "(Files)");
+        let many = Tool::new("t", "d").with_tags((0..100).map(|i| format!("tag{i}")));
+        let text = embedding_text(&many);
+        let limits = EmbedTextLimits::default();
+        assert!(text.len() <= "t (".len() + limits.max_label_chars + "): d.".len());
     }
 
     #[test]
