@@ -79,6 +79,12 @@ fn too_deep(server: &str, depth: usize) -> String {
     )
 }
 
+/// Idle connections kept per upstream, for calls made at once.
+const IDLE_CONNECTIONS: usize = 8;
+/// How long an idle connection to an upstream is kept: under the 5 seconds after which Node's
+/// and uvicorn's HTTP servers close an idle keep-alive connection.
+const IDLE_CONNECTION: std::time::Duration = std::time::Duration::from_secs(4);
+
 /// The JSON parser's own limit, which a JSON body that rmcp parses itself runs into.
 const PARSER_DEPTH: usize = 128;
 
@@ -93,9 +99,12 @@ pub(crate) struct GuardedHttpClient {
 }
 
 impl GuardedHttpClient {
-    /// The client of `server`, built as rmcp builds its own: no idle connection pool (a reused
-    /// connection whose body was not read to the end stalls on delayed ACKs) and redirects
-    /// followed only when they keep the method, the body and the origin (307, 308), at most 10.
+    /// The client of `server`. Connections are kept between calls: rmcp reads each answer's
+    /// stream to its end, and only a connection whose answer was read to the end goes back to
+    /// the pool (rmcp's own client keeps none, which costs every call a TCP handshake and
+    /// teardown). An idle connection is dropped after [`IDLE_CONNECTION`], before servers with
+    /// the common 5-second keep-alive close it under a request. Redirects are followed only when
+    /// they keep the method, the body and the origin (307, 308), at most 10.
     pub(crate) fn new(server: &str) -> Result<Self, reqwest::Error> {
         ensure_crypto_provider();
         let redirect = reqwest::redirect::Policy::custom(|attempt| {
@@ -116,7 +125,8 @@ impl GuardedHttpClient {
             }
         });
         let inner = reqwest::Client::builder()
-            .pool_max_idle_per_host(0)
+            .pool_max_idle_per_host(IDLE_CONNECTIONS)
+            .pool_idle_timeout(IDLE_CONNECTION)
             .redirect(redirect)
             .build()?;
         Ok(Self {

@@ -108,6 +108,63 @@ async fn everything_over_streamable_http() {
     manager.shutdown().await;
 }
 
+/// Forwards every TCP connection made to it to `target`, counting the connections.
+async fn counting_relay(target: u16) -> (u16, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+    let counter = accepted.clone();
+    tokio::spawn(async move {
+        while let Ok((mut inbound, _)) = listener.accept().await {
+            counter.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                if let Ok(mut outbound) =
+                    tokio::net::TcpStream::connect(("127.0.0.1", target)).await
+                {
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                }
+            });
+        }
+    });
+    (port, accepted)
+}
+
+/// A call's answer read to its end leaves the connection open for the next call: a new TCP
+/// connection per call costs a loopback handshake and teardown on both sides every time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_over_http_reuse_their_connection() {
+    use std::sync::atomic::Ordering;
+    let server = HttpEverything::start().await;
+    let (port, accepted) = counting_relay(server.port()).await;
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let manager = start(vec![("everything_http", http(&url))], options());
+    wait_ready(&manager, "everything_http").await;
+    let calls = 20;
+    let before = accepted.load(Ordering::SeqCst);
+    for i in 0..calls {
+        let message = format!("call {i}");
+        let result = guard(
+            "echo over http",
+            manager.call(
+                "everything_http",
+                "echo",
+                args(json!({ "message": message })),
+                CancellationToken::new(),
+            ),
+        )
+        .await
+        .unwrap();
+        assert!(first_text(&result).contains(&message), "{result:?}");
+    }
+    let opened = accepted.load(Ordering::SeqCst) - before;
+    assert!(
+        opened < calls / 2,
+        "{calls} calls one after the other opened {opened} connections"
+    );
+    manager.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn time_server_over_stdio() {
     let manager = start(vec![("time", time_stdio())], options());
