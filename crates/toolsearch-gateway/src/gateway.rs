@@ -22,6 +22,7 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 use toolsearch_core::disclosure::{
     error_result, Caller, Disclosure, DisclosureConfig, Dispatch, ExposedTool, ServerStatus,
+    CALL_TOOL,
 };
 use toolsearch_core::{
     parse_arguments, Preset, Scope, SearchConfig, SearchEngine, ServedId, Tool, ToolId,
@@ -935,7 +936,7 @@ impl Gateway {
     /// upstream. Errors the model can act on come back as results with `isError`; a tool outside
     /// the scope is an unknown tool.
     pub async fn call_tool(
-        &self,
+        self: &Arc<Self>,
         session: &str,
         name: &str,
         arguments: Value,
@@ -953,7 +954,28 @@ impl Gateway {
         }
         let before =
             (kept && self.shared.is_shared()).then(|| self.disclosure.session_snapshot(&key));
-        let dispatch = {
+        // A meta-tool searches (and in hybrid mode embeds the query): CPU work that must not hold
+        // an async worker, which the other sessions' I/O needs. Forwarded calls stay inline.
+        let dispatch = if self.disclosure.is_meta_tool(name) && name != CALL_TOOL {
+            let gateway = self.clone();
+            let (key, scope, tool) = (key.clone(), scope.clone(), name.to_string());
+            let searched = tokio::task::spawn_blocking(move || {
+                let engine = gateway.read_engine();
+                gateway
+                    .disclosure
+                    .dispatch(Caller::new(&key, &scope), &tool, arguments, &engine)
+            })
+            .await;
+            match searched {
+                Ok(dispatch) => dispatch,
+                Err(e) => {
+                    tracing::error!(session, tool = name, error = %e, "a meta-tool's task failed");
+                    return error_text(&GatewayError::Downstream(format!(
+                        "`{name}` failed inside the gateway ({e}); try the call again, and report it if it repeats"
+                    )));
+                }
+            }
+        } else {
             let engine = self.read_engine();
             self.disclosure
                 .dispatch(Caller::new(&key, &scope), name, arguments, &engine)

@@ -71,6 +71,7 @@ fn apply_model_args(config: &mut GatewayConfig, args: &ModelArgs) {
 pub fn run(args: ServeArgs) -> Result<()> {
     if args.rest_only {
         let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(async_workers())
             .enable_all()
             .build()
             .context("cannot start the async runtime")?;
@@ -85,7 +86,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     let mut config = GatewayConfig::load(&path).map_err(|e| BadInput(e.to_string()))?;
     apply_model_args(&mut config, &args.model);
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.enable_all();
+    builder.worker_threads(async_workers()).enable_all();
     // `toolSearch.debug` turns on the engine's per-search log (query, index size, matches before
     // and after the threshold, time). The global logger is set before the config is read, so
     // every runtime thread gets a logger with that filter added.
@@ -102,6 +103,24 @@ pub fn run(args: ServeArgs) -> Result<()> {
     };
     let runtime = builder.build().context("cannot start the async runtime")?;
     runtime.block_on(gateway(args, config))
+}
+
+/// Async worker threads: `TOKIO_WORKER_THREADS` when set, else half the cores (at least one).
+/// The workers only move bytes and messages: searches and query embeddings run on the blocking
+/// pool, jq filters and background indexing on threads of their own, all free to use every core. A request's hand-offs between tasks (HTTP, session,
+/// handler, upstream client) stay on one thread instead of waking another across cores, which
+/// took a forwarded call's added latency from 0.41–0.43 to 0.34 ms on 2 cores
+/// (docs/BENCHMARKS.md, "The gateway's own cost").
+fn async_workers() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    workers_for(std::env::var("TOKIO_WORKER_THREADS").ok().as_deref(), cores)
+}
+
+fn workers_for(setting: Option<&str>, cores: usize) -> usize {
+    match setting.and_then(|v| v.trim().parse::<usize>().ok()) {
+        Some(n) if n > 0 => n,
+        _ => (cores / 2).max(1),
+    }
 }
 
 /// A stderr logger with the user's filter (RUST_LOG, default `warn`) plus the engine's debug log.
@@ -290,5 +309,21 @@ async fn shutdown_signal() {
     tokio::select! {
         () = ctrl_c => {}
         () = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::workers_for;
+
+    #[test]
+    fn async_workers_are_half_the_cores_unless_set() {
+        assert_eq!(workers_for(None, 1), 1);
+        assert_eq!(workers_for(None, 2), 1);
+        assert_eq!(workers_for(None, 8), 4);
+        assert_eq!(workers_for(Some("3"), 2), 3);
+        // A setting that is not a positive number falls back to the default.
+        assert_eq!(workers_for(Some("0"), 8), 4);
+        assert_eq!(workers_for(Some("many"), 8), 4);
     }
 }
