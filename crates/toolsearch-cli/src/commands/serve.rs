@@ -75,7 +75,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
             .enable_all()
             .build()
             .context("cannot start the async runtime")?;
-        return runtime.block_on(rest_only(args));
+        return runtime.block_on(on_a_worker(rest_only(args)));
     }
     let path = args.config.clone().ok_or_else(|| {
         BadInput(
@@ -102,7 +102,20 @@ pub fn run(args: ServeArgs) -> Result<()> {
         None
     };
     let runtime = builder.build().context("cannot start the async runtime")?;
-    runtime.block_on(gateway(args, config))
+    runtime.block_on(on_a_worker(gateway(args, config)))
+}
+
+/// Runs `server` as a task on the runtime's workers rather than on the thread that called
+/// `block_on`: its accept loop then wakes the connections it spawns on the same thread, instead
+/// of crossing to a worker for every new connection.
+async fn on_a_worker(
+    server: impl std::future::Future<Output = Result<()>> + Send + 'static,
+) -> Result<()> {
+    match tokio::spawn(server).await {
+        Ok(outcome) => outcome,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => Err(anyhow::anyhow!("the server task was cancelled: {e}")),
+    }
 }
 
 /// Async worker threads: `TOKIO_WORKER_THREADS` when set, else half the cores (at least one).
