@@ -1391,7 +1391,14 @@ async fn follow_upstreams(
             Ok(UpstreamEvent::ToolsChanged { server, tools }) => {
                 // Also after a (re)start: its prompts and templates may have changed with it.
                 gateway.prompt_index.mark_stale();
-                gateway.index_server(&server, tools);
+                // Indexing is CPU work: off the async workers, which serve every session's I/O.
+                let indexing = gateway.clone();
+                let indexed =
+                    tokio::task::spawn_blocking(move || indexing.index_server(&server, tools))
+                        .await;
+                if let Err(e) = indexed {
+                    tracing::error!(error = %e, "indexing a server's tools failed");
+                }
                 gateway.notify_changed_sessions().await;
             }
             Ok(UpstreamEvent::StateChanged { server, state }) => {
@@ -1415,7 +1422,10 @@ async fn follow_upstreams(
             Err(RecvError::Lagged(missed)) => {
                 gateway.prompt_index.mark_stale();
                 tracing::warn!(missed, "missed upstream events; re-indexing every server");
-                gateway.resync();
+                let indexing = gateway.clone();
+                if let Err(e) = tokio::task::spawn_blocking(move || indexing.resync()).await {
+                    tracing::error!(error = %e, "re-indexing every server failed");
+                }
                 gateway.notify_changed_sessions().await;
             }
             Err(RecvError::Closed) => return,
