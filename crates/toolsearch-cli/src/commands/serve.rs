@@ -119,11 +119,11 @@ async fn on_a_worker(
 }
 
 /// Async worker threads: `TOKIO_WORKER_THREADS` when set, else half the cores (at least one).
-/// The workers only move bytes and messages: searches and query embeddings run on the blocking
-/// pool, jq filters and background indexing on threads of their own, all free to use every core. A request's hand-offs between tasks (HTTP, session,
-/// handler, upstream client) stay on one thread instead of waking another across cores, which
-/// took a forwarded call's added latency from 0.41–0.43 to 0.34 ms on 2 cores
-/// (docs/BENCHMARKS.md, "Gateway").
+/// The workers only move bytes and messages: searches, query embeddings and re-indexing run on
+/// the blocking pool, jq filters and the model's indexing on threads of their own, all free to
+/// use every core. A request's hand-offs between tasks (HTTP, session, handler, upstream client)
+/// stay on one thread instead of waking another across cores, which took a forwarded call's
+/// added latency from 0.41–0.43 to 0.34–0.38 ms on 2 cores (docs/BENCHMARKS.md, "Gateway").
 fn async_workers() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     workers_for(std::env::var("TOKIO_WORKER_THREADS").ok().as_deref(), cores)
