@@ -140,10 +140,17 @@ impl Semantic {
 
     pub fn status(&self) -> SemanticStatus {
         let engine = self.engine.read().unwrap_or_else(PoisonError::into_inner);
+        let vectors = engine.vector_status();
+        let phase = match self.phase() {
+            // Tools indexed since the thread's last round wait for it to wake: until they have
+            // their vectors, hybrid search is not ready, whatever the thread last said.
+            SemanticPhase::Ready if !vectors.is_complete() => SemanticPhase::Embedding,
+            phase => phase,
+        };
         SemanticStatus {
-            phase: self.phase(),
+            phase,
             default_mode: engine.default_mode().as_str(),
-            vectors: engine.vector_status(),
+            vectors,
         }
     }
 }
@@ -383,4 +390,35 @@ fn give_shared(texts: &[&str], model: &dyn Embedder, cache: &VectorCache, source
 
 fn read(engine: &SharedEngine) -> std::sync::RwLockReadGuard<'_, SearchEngine> {
     engine.read().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use toolsearch_core::embed::HashEmbedder;
+    use toolsearch_core::{SearchEngine, Tool};
+
+    fn semantic_over(tools: Vec<Tool>, phase: SemanticPhase) -> Semantic {
+        let mut engine = SearchEngine::from_tools(tools).unwrap();
+        engine.set_embedder(Some(Arc::new(HashEmbedder::new(8))));
+        Semantic {
+            phase: Mutex::new(phase),
+            engine: Arc::new(std::sync::RwLock::new(engine)),
+            wake: Mutex::new(None),
+        }
+    }
+
+    #[test]
+    fn tools_without_their_vectors_are_not_ready_whatever_the_thread_last_said() {
+        let semantic = semantic_over(
+            vec![Tool::new("send_email", "Send an email")],
+            SemanticPhase::Ready,
+        );
+        let status = semantic.status();
+        assert_eq!(status.phase, SemanticPhase::Embedding, "{status:?}");
+        assert_eq!((status.vectors.ready, status.vectors.total), (0, 1));
+
+        semantic.engine.write().unwrap().embed_pending().unwrap();
+        assert_eq!(semantic.status().phase, SemanticPhase::Ready);
+    }
 }
