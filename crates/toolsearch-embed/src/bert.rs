@@ -2,12 +2,13 @@
 //! tokens (no padding, at most [`MAX_TOKENS`]), the encoder, mean pooling over the attention mask,
 //! L2 normalisation.
 
+use crate::encoder::Encoder;
 use crate::error::ModelError;
 use crate::hash::{copy_hashed, hex, sha256};
 use crate::location::MODEL_FILES;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config};
+use candle_transformers::models::bert::Config;
 use std::path::{Path, PathBuf};
 use tokenizers::{Tokenizer, TruncationParams};
 use toolsearch_core::embed::{normalize, EmbedError, Embedder};
@@ -27,7 +28,7 @@ const RECIPE: &str = "mean-pool/l2/max-tokens-256";
 /// A loaded model. Shared by `&self` between threads; each call runs on the caller's thread
 /// (candle's matrix products use the rayon pool).
 pub struct BertEmbedder {
-    model: BertModel,
+    model: Encoder,
     tokenizer: Tokenizer,
     device: Device,
     dims: usize,
@@ -157,7 +158,7 @@ impl BertEmbedder {
         };
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
             .map_err(weights_error)?;
-        let model = BertModel::load(vb, &config).map_err(weights_error)?;
+        let model = Encoder::load(vb, &config).map_err(weights_error)?;
         tracing::debug!(dir = %dir.display(), %identity, dims = config.hidden_size, "embedding model loaded");
         Ok(Self {
             model,
@@ -213,7 +214,7 @@ impl BertEmbedder {
             let ids = Tensor::from_vec(ids, shape, &self.device)?;
             let mask = Tensor::from_vec(mask, shape, &self.device)?;
             let types = ids.zeros_like()?;
-            let hidden = self.model.forward(&ids, &types, Some(&mask))?;
+            let hidden = self.model.forward(&ids, &types, &mask)?;
             // Mean over the real tokens only: padded positions are masked out of the sum and the
             // count.
             let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;

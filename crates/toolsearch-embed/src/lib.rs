@@ -15,6 +15,7 @@
 mod bert;
 mod cache;
 mod cached;
+mod encoder;
 mod error;
 mod fetch;
 mod hash;
