@@ -98,17 +98,39 @@ impl Embeddings {
     }
 }
 
+/// A dense layer, then the residual added and layer-normalised: how both halves of a BERT
+/// layer end.
+struct DenseNorm {
+    dense: Linear,
+    norm: LayerNorm,
+}
+
+impl DenseNorm {
+    fn load(vb: VarBuilder, inputs: usize, config: &Config) -> Result<Self> {
+        Ok(Self {
+            dense: linear(inputs, config.hidden_size, vb.pp("dense"))?,
+            norm: layer_norm(
+                config.hidden_size,
+                config.layer_norm_eps,
+                vb.pp("LayerNorm"),
+            )?,
+        })
+    }
+
+    fn forward(&self, xs: &Tensor, residual: &Tensor) -> Result<Tensor> {
+        self.norm.forward(&(self.dense.forward(xs)? + residual)?)
+    }
+}
+
 struct Layer {
     /// Query, key and value projections stacked: one product gives all three.
     qkv: Linear,
     heads: usize,
     head_size: usize,
-    attention_out: Linear,
-    attention_norm: LayerNorm,
+    attention_output: DenseNorm,
     intermediate: Linear,
     activation: HiddenAct,
-    output: Linear,
-    output_norm: LayerNorm,
+    output: DenseNorm,
 }
 
 impl Layer {
@@ -133,28 +155,14 @@ impl Layer {
             qkv,
             heads: config.num_attention_heads,
             head_size: hidden / config.num_attention_heads,
-            attention_out: linear(hidden, hidden, attention.pp("output").pp("dense"))?,
-            attention_norm: layer_norm(
-                hidden,
-                config.layer_norm_eps,
-                attention.pp("output").pp("LayerNorm"),
-            )?,
+            attention_output: DenseNorm::load(attention.pp("output"), hidden, config)?,
             intermediate: linear(
                 hidden,
                 config.intermediate_size,
                 vb.pp("intermediate").pp("dense"),
             )?,
             activation: config.hidden_act,
-            output: linear(
-                config.intermediate_size,
-                hidden,
-                vb.pp("output").pp("dense"),
-            )?,
-            output_norm: layer_norm(
-                hidden,
-                config.layer_norm_eps,
-                vb.pp("output").pp("LayerNorm"),
-            )?,
+            output: DenseNorm::load(vb.pp("output"), config.intermediate_size, config)?,
         })
     }
 
@@ -176,17 +184,14 @@ impl Layer {
             .transpose(1, 2)?
             .contiguous()?
             .flatten_from(D::Minus2)?;
-        let attended = self
-            .attention_norm
-            .forward(&(self.attention_out.forward(&context)? + hidden)?)?;
+        let attended = self.attention_output.forward(&context, hidden)?;
         let inner = self.intermediate.forward(&attended)?;
         let inner = match self.activation {
             HiddenAct::Gelu => gelu_erf(&inner)?,
             HiddenAct::GeluApproximate => inner.gelu()?,
             HiddenAct::Relu => inner.relu()?,
         };
-        self.output_norm
-            .forward(&(self.output.forward(&inner)? + &attended)?)
+        self.output.forward(&inner, &attended)
     }
 }
 
