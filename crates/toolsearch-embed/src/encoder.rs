@@ -7,7 +7,7 @@
 //!   where candle calls a scalar `erff` per element (about a tenth of a long query's time);
 //! - the query, key and value projections are one matrix product instead of three.
 
-use candle_core::{DType, Device, Module, Result, Tensor, D};
+use candle_core::{DType, Module, Result, Tensor, D};
 use candle_nn::{embedding, layer_norm, linear, Embedding, LayerNorm, Linear, VarBuilder};
 use candle_transformers::models::bert::{Config, HiddenAct};
 
@@ -202,7 +202,7 @@ fn gelu_erf(xs: &Tensor) -> Result<Tensor> {
     }
     let mut values = xs.flatten_all()?.to_vec1::<f32>()?;
     gelu_in_place(&mut values);
-    Tensor::from_vec(values, xs.shape(), &Device::Cpu)?.to_device(xs.device())
+    Tensor::from_vec(values, xs.shape(), xs.device())
 }
 
 fn gelu_in_place(values: &mut [f32]) {
@@ -243,6 +243,7 @@ mod test_peers;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use candle_core::Device;
     use test_peers as peers;
 
     /// The model's weights and config, or `None` (skipped) when it is not installed.

@@ -1,8 +1,7 @@
 //! The text embedded for a tool: its server and name split into words, its category and tags, its
 //! description, and its parameters' names and descriptions, each part and the whole bounded in
-//! characters. The bound keeps
-//! indexing cost per tool flat (a sentence model reads at most a few hundred tokens anyway) and
-//! keeps one long description from crowding out the parameters.
+//! characters. The bound keeps indexing cost per tool flat (a sentence model reads at most a few
+//! hundred tokens anyway) and keeps one long description from crowding out the parameters.
 
 use crate::search::analyzer::split_words;
 use crate::tool::Tool;
