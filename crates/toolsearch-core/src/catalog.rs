@@ -4,7 +4,7 @@ use crate::error::{Error, Result};
 use crate::policy::Naming;
 use crate::scope::Scope;
 use crate::tool::{Tool, ToolId};
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 /// Tools grouped by server. Replacing one server's tools is a single operation, and every change
@@ -12,6 +12,9 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     servers: BTreeMap<String, Vec<Arc<Tool>>>,
+    /// Each server's tool names to their place in its list: a call resolves its tool in
+    /// constant time, whatever the catalog's size.
+    places: HashMap<String, HashMap<String, usize>>,
     version: u64,
 }
 
@@ -50,8 +53,8 @@ impl Catalog {
         server: &str,
         mut tools: Vec<Arc<Tool>>,
     ) -> Result<&[Arc<Tool>]> {
-        let mut seen = HashSet::new();
-        for tool in &mut tools {
+        let mut places = HashMap::with_capacity(tools.len());
+        for (place, tool) in tools.iter_mut().enumerate() {
             if tool.server != server {
                 Arc::make_mut(tool).server = server.to_string();
             }
@@ -60,7 +63,7 @@ impl Catalog {
                     server: server.to_string(),
                 });
             }
-            if !seen.insert(tool.name.as_str()) {
+            if places.insert(tool.name.clone(), place).is_some() {
                 return Err(Error::DuplicateTool {
                     server: server.to_string(),
                     name: tool.name.clone(),
@@ -68,6 +71,7 @@ impl Catalog {
             }
         }
         self.version += 1;
+        self.places.insert(server.to_string(), places);
         let slot = self.servers.entry(server.to_string()).or_default();
         *slot = tools;
         Ok(slot)
@@ -75,6 +79,7 @@ impl Catalog {
 
     /// Removes a server and its tools; returns whether it was present.
     pub fn remove_server(&mut self, server: &str) -> bool {
+        self.places.remove(server);
         let removed = self.servers.remove(server).is_some();
         if removed {
             self.version += 1;
@@ -108,10 +113,8 @@ impl Catalog {
     }
 
     pub fn get(&self, id: &ToolId) -> Option<&Arc<Tool>> {
-        self.servers
-            .get(&id.server)?
-            .iter()
-            .find(|t| t.name == id.name)
+        let place = *self.places.get(&id.server)?.get(&id.name)?;
+        self.servers.get(&id.server)?.get(place)
     }
 
     /// Resolves a name as a client would write it: `server___name`, or a bare name that is unique
@@ -298,6 +301,31 @@ mod tests {
         assert!(c.version() > v);
         let names: Vec<_> = c.tools().map(|t| t.id().to_string()).collect();
         assert_eq!(names, vec!["a___w", "b___z"]);
+    }
+
+    #[test]
+    fn get_follows_replacements_and_removals() {
+        let id = |server: &str, name: &str| ToolId {
+            server: server.into(),
+            name: name.into(),
+        };
+        let mut c =
+            Catalog::from_tools(vec![tool("a", "x"), tool("a", "y"), tool("b", "z")]).unwrap();
+        assert_eq!(c.get(&id("a", "y")).unwrap().name, "y");
+        c.replace_server("a", vec![tool("a", "y"), tool("a", "w")])
+            .unwrap();
+        assert_eq!(c.get(&id("a", "y")).unwrap().name, "y");
+        assert_eq!(c.get(&id("a", "w")).unwrap().name, "w");
+        assert!(c.get(&id("a", "x")).is_none());
+        // A rejected replacement leaves the server's tools as they were.
+        assert!(c
+            .replace_server("a", vec![tool("a", "v"), tool("a", "v")])
+            .is_err());
+        assert_eq!(c.get(&id("a", "w")).unwrap().name, "w");
+        assert!(c.get(&id("a", "v")).is_none());
+        assert!(c.remove_server("b"));
+        assert!(c.get(&id("b", "z")).is_none());
+        assert!(c.get(&id("c", "z")).is_none());
     }
 
     #[test]
