@@ -70,9 +70,7 @@ fn apply_model_args(config: &mut GatewayConfig, args: &ModelArgs) {
 
 pub fn run(args: ServeArgs) -> Result<()> {
     if args.rest_only {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(async_workers())
-            .enable_all()
+        let runtime = runtime_builder()
             .build()
             .context("cannot start the async runtime")?;
         return runtime.block_on(on_a_worker(rest_only(args)));
@@ -85,8 +83,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     })?;
     let mut config = GatewayConfig::load(&path).map_err(|e| BadInput(e.to_string()))?;
     apply_model_args(&mut config, &args.model);
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.worker_threads(async_workers()).enable_all();
+    let mut builder = runtime_builder();
     // `toolSearch.debug` turns on the engine's per-search log (query, index size, matches before
     // and after the threshold, time). The global logger is set before the config is read, so
     // every runtime thread gets a logger with that filter added.
@@ -103,6 +100,24 @@ pub fn run(args: ServeArgs) -> Result<()> {
     };
     let runtime = builder.build().context("cannot start the async runtime")?;
     runtime.block_on(on_a_worker(gateway(args, config)))
+}
+
+/// The async runtime. With one worker (the default on 2 cores) it is tokio's single-threaded
+/// scheduler on the thread that runs the server: the same one thread as a one-worker
+/// multi-threaded runtime, without its work-stealing bookkeeping and the wake-ups it sends
+/// itself, which took about 0.05 ms off a forwarded call (docs/BENCHMARKS.md, "Gateway").
+/// More workers (`TOKIO_WORKER_THREADS`) get the multi-threaded scheduler.
+fn runtime_builder() -> tokio::runtime::Builder {
+    let workers = async_workers();
+    let mut builder = if workers == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(workers);
+        builder
+    };
+    builder.enable_all();
+    builder
 }
 
 /// Runs `server` as a task on the runtime's workers rather than on the thread that called
