@@ -792,6 +792,7 @@ pub fn http_app(
     // Layers run outside in: the token check first, then the session's owner.
     let mcp_router = Router::new()
         .route_service(MCP_PATH, mcp)
+        .route_layer(middleware::from_fn(request_work_first))
         .route_layer(middleware::from_fn_with_state(
             owners,
             require_session_owner,
@@ -805,6 +806,21 @@ pub fn http_app(
         .merge(console)
         .merge(rest::routes(rest_state))
         .fallback(rest::not_found)
+}
+
+/// rmcp answers a POST with an SSE stream whose first event (the priming event, an id for a
+/// client that reconnects) is ready at once. Written at once, it went out before the request's
+/// own work had started: a forwarded call's write to its upstream waited for it. Yielding once
+/// lets the tasks the request woke run first (on one async worker they run until they wait on
+/// I/O); the priming event then goes out while the upstream works. Measured in
+/// docs/BENCHMARKS.md ("Gateway").
+async fn request_work_first(request: Request, next: Next) -> Response {
+    let post = request.method() == Method::POST;
+    let response = next.run(request).await;
+    if post {
+        tokio::task::yield_now().await;
+    }
+    response
 }
 
 /// Serves [`http_app`] on `listener` with the limits and rules of `http` until `shutdown`
