@@ -479,8 +479,14 @@ impl UpstreamManager {
             if origin.is_some_and(|o| o.progress_token.is_some()) {
                 // rmcp hands each notification to a task of its own and the answer straight to
                 // this one, which tends to run first: let the progress read before the answer
-                // reach the client before it.
-                for _ in 0..4 {
+                // reach the client before it. On the single-threaded runtime one yield is
+                // enough (this task resumes once every task that is ready has run, and passing
+                // a notification on never waits for I/O); each more costs a poll of the driver.
+                let yields = match tokio::runtime::Handle::current().runtime_flavor() {
+                    tokio::runtime::RuntimeFlavor::CurrentThread => 1,
+                    _ => 4,
+                };
+                for _ in 0..yields {
                     tokio::task::yield_now().await;
                 }
             }
