@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 mod peers;
 use peers::{everything_js, mcp_server_time, toml_str, toolsearch, Transport};
 
-fn scratch() -> PathBuf {
+fn scratch() -> peers::Scratch {
     peers::scratch("gateway-cli")
 }
 

@@ -23,10 +23,8 @@ fn catalog() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/catalog.json")
 }
 
-fn write_config(text: &str) -> PathBuf {
-    let path = peers::scratch("hardening-cli").join("gateway.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+fn write_config(text: &str) -> peers::ScratchFile {
+    peers::ScratchFile::new("hardening-cli", "gateway.toml", text)
 }
 
 /// `toolsearch serve --rest-only` over the example catalog, killed when dropped.
@@ -781,7 +779,8 @@ impl StdioSession {
 
 #[test]
 fn malformed_stdio_lines_get_json_rpc_errors_and_the_session_goes_on() {
-    let mut session = StdioSession::start(&write_config("[toolSearch]\npreset = \"search\"\n"));
+    let config = write_config("[toolSearch]\npreset = \"search\"\n");
+    let mut session = StdioSession::start(&config);
     session.send(&initialize_body());
     let init = session.next_answer("initialize");
     assert_eq!(init["id"], 1, "{init}");

@@ -3,7 +3,7 @@
 //! the official Python MCP SDK client (tests/clients/offload_client.py), over stdio and HTTP.
 //! The peers come from scripts/install-test-peers.sh.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 use serde_json::{json, Value};
@@ -11,13 +11,12 @@ use serde_json::{json, Value};
 mod peers;
 use peers::{everything_js, serve_http, toml_str, venv_python, Transport};
 
-fn scratch() -> PathBuf {
+fn scratch() -> peers::Scratch {
     peers::scratch("offload-cli")
 }
 
 /// A config with server-everything (and `env_lines` for it) and the given `[toolSearch]` lines.
-fn config(tool_search: &str, env_lines: &str) -> PathBuf {
-    let dir = scratch();
+fn config(tool_search: &str, env_lines: &str) -> peers::ScratchFile {
     let text = format!(
         r#"[mcpServers.everything]
 command = "node"
@@ -30,9 +29,7 @@ threshold = 5
 "#,
         js = toml_str(&everything_js()),
     );
-    let path = dir.join("gateway.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+    peers::ScratchFile::new("offload-cli", "gateway.toml", &text)
 }
 
 /// Runs the client with `plan`; returns its steps.

@@ -7,7 +7,6 @@
 //! The peers come from scripts/install-test-peers.sh.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
 
 use serde_json::{json, Value};
 
@@ -32,7 +31,7 @@ fn catalog_tools() -> Value {
     ])
 }
 
-fn config() -> PathBuf {
+fn config() -> peers::ScratchFile {
     let dir = peers::scratch("scopes-cli");
     let tools = dir.join("tools.json");
     std::fs::write(&tools, catalog_tools().to_string()).unwrap();
@@ -73,9 +72,7 @@ tools = ["catalog:*", "everything___echo"]
         server = toml_str(&peers::client("catalog_server.py")),
         tools = toml_str(&tools.to_string_lossy()),
     );
-    let path = dir.join("gateway.toml");
-    std::fs::write(&path, text).unwrap();
-    path
+    peers::ScratchFile::write_in(dir, "gateway.toml", &text)
 }
 
 fn error_text(step: &Value) -> String {

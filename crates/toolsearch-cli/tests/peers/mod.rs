@@ -27,8 +27,9 @@ pub fn client(name: &str) -> String {
     )
 }
 
-/// A fresh directory for one test's config and switch files.
-pub fn scratch(prefix: &str) -> PathBuf {
+/// A fresh directory for one test's config and switch files, removed with everything in it
+/// when the test drops it.
+pub fn scratch(prefix: &str) -> Scratch {
     static NEXT: AtomicUsize = AtomicUsize::new(0);
     let dir = std::env::temp_dir().join(format!(
         "toolsearch-{prefix}-{}-{}",
@@ -36,7 +37,75 @@ pub fn scratch(prefix: &str) -> PathBuf {
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
+}
+
+/// A test's scratch directory (see [`scratch`]); used as a `Path`.
+pub struct Scratch(PathBuf);
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<Path> for Scratch {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+/// A file in a scratch directory of its own, both removed when the test drops it; used as the
+/// file's `Path`.
+pub struct ScratchFile {
+    path: PathBuf,
+    _dir: Scratch,
+}
+
+impl ScratchFile {
+    /// `contents` written to `name` in a fresh scratch directory.
+    pub fn new(prefix: &str, name: &str, contents: &str) -> Self {
+        Self::write_in(scratch(prefix), name, contents)
+    }
+
+    /// `contents` written to `name` in `dir`, which now lives as long as the file.
+    pub fn write_in(dir: Scratch, name: &str, contents: &str) -> Self {
+        let path = dir.join(name);
+        std::fs::write(&path, contents).unwrap();
+        Self { path, _dir: dir }
+    }
+}
+
+impl std::ops::Deref for ScratchFile {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<Path> for ScratchFile {
+    fn as_ref(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for ScratchFile {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.path.as_os_str()
+    }
 }
 
 /// `s` as a TOML string literal (JSON string syntax is valid TOML).
