@@ -105,7 +105,8 @@ pub fn run(args: ServeArgs) -> Result<()> {
 /// The async runtime. With one worker (the default on 2 cores) it is tokio's single-threaded
 /// scheduler on the thread that runs the server: the same one thread as a one-worker
 /// multi-threaded runtime, without its work-stealing bookkeeping and the wake-ups it sends
-/// itself, which took about 0.05 ms off a forwarded call (docs/BENCHMARKS.md, "Gateway").
+/// itself. Together with the gateway's yield before rmcp's priming event it took about 0.05 ms
+/// off a forwarded call; alone it showed no gain (docs/BENCHMARKS.md, "Gateway").
 /// More workers (`TOKIO_WORKER_THREADS`) get the multi-threaded scheduler.
 fn runtime_builder() -> tokio::runtime::Builder {
     let workers = async_workers();
