@@ -38,32 +38,13 @@ fn all_rankers() -> Vec<&'static str> {
     }
 }
 
-/// A scratch directory of this test process, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        let dir =
-            std::env::temp_dir().join(format!("toolsearch-eval-cli-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-
-    /// A dataset folder named `name` holding tools.json and queries.jsonl.
-    fn dataset(&self, name: &str, tools: &str, queries: &str) -> PathBuf {
-        let dir = self.0.join(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("tools.json"), tools).unwrap();
-        std::fs::write(dir.join("queries.jsonl"), queries).unwrap();
-        dir
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+/// A dataset folder named `name` in `dir`, holding tools.json and queries.jsonl.
+fn write_dataset(dir: &Path, name: &str, tools: &str, queries: &str) -> PathBuf {
+    let folder = dir.join(name);
+    std::fs::create_dir_all(&folder).unwrap();
+    std::fs::write(folder.join("tools.json"), tools).unwrap();
+    std::fs::write(folder.join("queries.jsonl"), queries).unwrap();
+    folder
 }
 
 fn toolsearch_in(dir: &Path, args: &[&str]) -> Output {
@@ -72,10 +53,10 @@ fn toolsearch_in(dir: &Path, args: &[&str]) -> Output {
 
 #[test]
 fn json_report_has_the_documented_shape() {
-    let scratch = Scratch::new("json");
-    let dataset = scratch.dataset("tiny", TOOLS, QUERIES);
+    let scratch = peers::scratch("eval-cli-json");
+    let dataset = write_dataset(&scratch, "tiny", TOOLS, QUERIES);
     let out = toolsearch_in(
-        &scratch.0,
+        &scratch,
         &["eval", "--dataset", dataset.to_str().unwrap(), "--json"],
     );
     assert!(out.status.success(), "{}", stderr(&out));
@@ -113,11 +94,11 @@ fn json_report_has_the_documented_shape() {
 
 #[test]
 fn rankers_and_settings_can_be_chosen() {
-    let scratch = Scratch::new("choose");
-    let dataset = scratch.dataset("tiny", TOOLS, QUERIES);
+    let scratch = peers::scratch("eval-cli-choose");
+    let dataset = write_dataset(&scratch, "tiny", TOOLS, QUERIES);
     let dataset = dataset.to_str().unwrap();
     let out = toolsearch_in(
-        &scratch.0,
+        &scratch,
         &[
             "eval",
             "--dataset",
@@ -142,7 +123,7 @@ fn rankers_and_settings_can_be_chosen() {
         .collect();
     assert_eq!(names, vec!["overlap", "toolsearch"]);
 
-    let out = toolsearch_in(&scratch.0, &["eval", "--dataset", dataset]);
+    let out = toolsearch_in(&scratch, &["eval", "--dataset", dataset]);
     assert!(out.status.success(), "{}", stderr(&out));
     let table = String::from_utf8_lossy(&out.stdout);
     assert!(table.contains("tiny (5 tools, 3 queries)"), "{table}");
@@ -154,15 +135,16 @@ fn rankers_and_settings_can_be_chosen() {
 
 #[test]
 fn several_datasets_are_reported_in_order() {
-    let scratch = Scratch::new("several");
-    let a = scratch.dataset("alpha", TOOLS, QUERIES);
-    let b = scratch.dataset(
+    let scratch = peers::scratch("eval-cli-several");
+    let a = write_dataset(&scratch, "alpha", TOOLS, QUERIES);
+    let b = write_dataset(
+        &scratch,
         "beta",
         TOOLS,
         r#"{"id": "x", "query": "read a file", "relevant": ["read_file"]}"#,
     );
     let out = toolsearch_in(
-        &scratch.0,
+        &scratch,
         &[
             "eval",
             "--dataset",
@@ -188,10 +170,10 @@ fn several_datasets_are_reported_in_order() {
 
 #[test]
 fn without_data_it_exits_2_and_says_what_to_pass() {
-    let scratch = Scratch::new("no-data");
+    let scratch = peers::scratch("eval-cli-no-data");
     // The default data path is ../shared/eval/datasets from the current directory: run from a
     // folder whose parent has no `shared`.
-    let cwd = scratch.0.join("project");
+    let cwd = scratch.join("project");
     std::fs::create_dir_all(&cwd).unwrap();
     assert!(!cwd.join("../shared").exists());
     let out = toolsearch_in(&cwd, &["eval", "--json"]);
@@ -204,12 +186,12 @@ fn without_data_it_exits_2_and_says_what_to_pass() {
 
 #[test]
 fn bad_input_exits_2() {
-    let scratch = Scratch::new("bad");
-    let dataset = scratch.dataset("tiny", TOOLS, QUERIES);
+    let scratch = peers::scratch("eval-cli-bad");
+    let dataset = write_dataset(&scratch, "tiny", TOOLS, QUERIES);
     let dataset = dataset.to_str().unwrap();
 
     let out = toolsearch_in(
-        &scratch.0,
+        &scratch,
         &["eval", "--dataset", dataset, "--ranker", "nope"],
     );
     assert_eq!(out.status.code(), Some(2));
@@ -217,27 +199,24 @@ fn bad_input_exits_2() {
     assert!(err.contains("unknown ranker `nope`"), "{err}");
     assert!(err.contains("bm25-plain"), "{err}");
 
-    let out = toolsearch_in(&scratch.0, &["eval", "--dataset", dataset, "--set", "k1"]);
+    let out = toolsearch_in(&scratch, &["eval", "--dataset", dataset, "--set", "k1"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("KEY=VALUE"), "{}", stderr(&out));
 
     let out = toolsearch_in(
-        &scratch.0,
+        &scratch,
         &["eval", "--dataset", dataset, "--set", "bogus=1"],
     );
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("bogus"), "{}", stderr(&out));
 
-    let missing = scratch.0.join("absent");
-    let out = toolsearch_in(
-        &scratch.0,
-        &["eval", "--dataset", missing.to_str().unwrap()],
-    );
+    let missing = scratch.join("absent");
+    let out = toolsearch_in(&scratch, &["eval", "--dataset", missing.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("tools.json"), "{}", stderr(&out));
 
-    let broken = scratch.dataset("broken", TOOLS, "{\"id\": \"q1\"}\n");
-    let out = toolsearch_in(&scratch.0, &["eval", "--dataset", broken.to_str().unwrap()]);
+    let broken = write_dataset(&scratch, "broken", TOOLS, "{\"id\": \"q1\"}\n");
+    let out = toolsearch_in(&scratch, &["eval", "--dataset", broken.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("line 1"), "{}", stderr(&out));
 }

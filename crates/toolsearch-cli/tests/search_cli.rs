@@ -1,7 +1,7 @@
 //! `toolsearch search`, run as a user runs it.
 
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
 mod peers;
@@ -20,33 +20,6 @@ const CATALOG: &str = r#"{"servers": {
     {"name": "write_file", "description": "Write a file to disk", "category": "Storage", "tags": ["disk"]}
   ]
 }}"#;
-
-/// A scratch directory of this test process, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "toolsearch-search-cli-{}-{name}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Self(dir)
-    }
-
-    fn file(&self, name: &str, text: &str) -> PathBuf {
-        let path = self.0.join(name);
-        std::fs::write(&path, text).unwrap();
-        path
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn toolsearch(args: &[&str]) -> Output {
     peers::run_toolsearch_in(None, args)
@@ -86,7 +59,7 @@ fn tool_names(json: &Value) -> Vec<String> {
 
 #[test]
 fn table_output() {
-    let dir = Scratch::new("table");
+    let dir = peers::scratch("search-cli-table");
     let catalog = dir.file("catalog.json", CATALOG);
     // Keyword mode: the table's rows are the two word matches, whatever the model would add.
     let out = search(&catalog, &["--mode", "keyword", "inbox email"]);
@@ -106,7 +79,7 @@ fn table_output() {
 
 #[test]
 fn table_output_of_a_miss_lists_the_catalog() {
-    let dir = Scratch::new("miss");
+    let dir = peers::scratch("search-cli-miss");
     let catalog = dir.file("catalog.json", CATALOG);
     let out = search(&catalog, &["xqzvbnmk"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -122,7 +95,7 @@ fn table_output_of_a_miss_lists_the_catalog() {
 
 #[test]
 fn json_output_has_every_key() {
-    let dir = Scratch::new("json");
+    let dir = peers::scratch("search-cli-json");
     let catalog = dir.file("catalog.json", CATALOG);
     let json = search_json(&catalog, &["--mode", "keyword", "send email"]);
     let mut keys: Vec<&str> = json
@@ -197,7 +170,7 @@ fn json_output_has_every_key() {
 
 #[test]
 fn json_output_of_a_miss_carries_the_fallback() {
-    let dir = Scratch::new("json-miss");
+    let dir = peers::scratch("search-cli-json-miss");
     let catalog = dir.file("catalog.json", CATALOG);
     let json = search_json(&catalog, &["xqzvbnmk"]);
     assert_eq!(json["totalMatches"], 0);
@@ -208,7 +181,7 @@ fn json_output_of_a_miss_carries_the_fallback() {
 
 #[test]
 fn options_reach_the_engine() {
-    let dir = Scratch::new("options");
+    let dir = peers::scratch("search-cli-options");
     let catalog = dir.file("catalog.json", CATALOG);
     // --top-band 0 keeps every match (the default drops those below half the best score).
     let all = search_json(&catalog, &["--top-band", "0", "read write email file"]);
@@ -312,7 +285,7 @@ fn options_reach_the_engine() {
 
 #[test]
 fn format_can_be_forced() {
-    let dir = Scratch::new("format");
+    let dir = peers::scratch("search-cli-format");
     let catalog = dir.file(
         "tools.json",
         r#"[{"name": "get_weather", "description": "Current weather", "parameters": {"type": "object", "properties": {}}}]"#,
@@ -326,7 +299,7 @@ fn format_can_be_forced() {
 
 #[test]
 fn a_bad_regex_exits_2_naming_the_problem() {
-    let dir = Scratch::new("regex");
+    let dir = peers::scratch("search-cli-regex");
     let catalog = dir.file("catalog.json", CATALOG);
     let out = search(&catalog, &["--mode", "regex", "("]);
     assert_eq!(out.status.code(), Some(2));
@@ -343,8 +316,8 @@ fn a_bad_regex_exits_2_naming_the_problem() {
 
 #[test]
 fn bad_input_exits_2() {
-    let dir = Scratch::new("bad-input");
-    let missing = dir.0.join("no-such-catalog.json");
+    let dir = peers::scratch("search-cli-bad-input");
+    let missing = dir.join("no-such-catalog.json");
     let out = search(&missing, &["anything"]);
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);

@@ -43,6 +43,15 @@ pub fn scratch(prefix: &str) -> Scratch {
 /// A test's scratch directory (see [`scratch`]); used as a `Path`.
 pub struct Scratch(PathBuf);
 
+impl Scratch {
+    /// `text` written to `name` in this directory; the file's path.
+    pub fn file(&self, name: &str, text: &str) -> PathBuf {
+        let path = self.0.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+}
+
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
@@ -83,8 +92,7 @@ impl ScratchFile {
 
     /// `contents` written to `name` in `dir`, which now lives as long as the file.
     pub fn write_in(dir: Scratch, name: &str, contents: &str) -> Self {
-        let path = dir.join(name);
-        std::fs::write(&path, contents).unwrap();
+        let path = dir.file(name, contents);
         Self { path, _dir: dir }
     }
 }
