@@ -241,6 +241,159 @@ impl VectorSet {
     }
 }
 
+/// Dot product of a row of signed bytes with a float vector, eight sums as in [`dot`].
+pub fn dot_i8(a: &[i8], b: &[f32]) -> f32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (a[..n].chunks_exact(8), b[..n].chunks_exact(8));
+    let (rest_a, rest_b) = (a.remainder(), b.remainder());
+    let mut sums = [0.0f32; 8];
+    for (x, y) in a.zip(b) {
+        for ((sum, &xi), yi) in sums.iter_mut().zip(x).zip(y) {
+            *sum += f32::from(xi) * yi;
+        }
+    }
+    let mut total: f32 = sums.iter().sum();
+    for (&xi, yi) in rest_a.iter().zip(rest_b) {
+        total += f32::from(xi) * yi;
+    }
+    total
+}
+
+/// Unit vectors stored as one signed byte per dimension and a scale per row: a quarter of the
+/// memory of [`VectorSet`]. Each row is the vector scaled so its largest component is ±127 and
+/// rounded; the scale is chosen so the stored row is of unit length again, so a dot product
+/// with a unit query is a cosine (-1..1). The rounding moves a cosine by about 0.002, which
+/// changed no measured ranking figure by more than 0.03 nDCG@10 (docs/EVAL.md).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QuantizedVectorSet {
+    dims: usize,
+    data: Vec<i8>,
+    scales: Vec<f32>,
+}
+
+impl QuantizedVectorSet {
+    pub fn new(dims: usize) -> Self {
+        Self {
+            dims,
+            data: Vec::new(),
+            scales: Vec::new(),
+        }
+    }
+
+    pub fn with_capacity(dims: usize, rows: usize) -> Self {
+        Self {
+            dims,
+            data: Vec::with_capacity(dims.saturating_mul(rows)),
+            scales: Vec::with_capacity(rows),
+        }
+    }
+
+    pub fn dims(&self) -> usize {
+        self.dims
+    }
+
+    pub fn len(&self) -> usize {
+        self.scales.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.scales.is_empty()
+    }
+
+    /// Bytes held by the rows and their scales (capacity included).
+    pub fn memory_bytes(&self) -> usize {
+        self.data.capacity() + self.scales.capacity() * std::mem::size_of::<f32>()
+    }
+
+    /// Makes room for `rows` more rows, exactly (see [`VectorSet::reserve_rows`]).
+    pub fn reserve_rows(&mut self, rows: usize) {
+        self.data.reserve_exact(rows.saturating_mul(self.dims));
+        self.scales.reserve_exact(rows);
+    }
+
+    /// Appends `vector` (any length but `dims()` is an error), normalised and quantised;
+    /// returns its row.
+    pub fn push(&mut self, vector: &[f32]) -> Result<usize, EmbedError> {
+        let (bytes, scale) = self.quantize(vector)?;
+        self.data.extend_from_slice(&bytes);
+        self.scales.push(scale);
+        Ok(self.scales.len() - 1)
+    }
+
+    /// Replaces row `row`; `row == len()` appends.
+    pub fn set(&mut self, row: usize, vector: &[f32]) -> Result<(), EmbedError> {
+        if row == self.len() {
+            return self.push(vector).map(|_| ());
+        }
+        if row > self.len() {
+            return Err(EmbedError::RowOutOfRange {
+                row,
+                len: self.len(),
+            });
+        }
+        let (bytes, scale) = self.quantize(vector)?;
+        self.data[row * self.dims..(row + 1) * self.dims].copy_from_slice(&bytes);
+        self.scales[row] = scale;
+        Ok(())
+    }
+
+    /// The cosine similarity of row `row` to the unit vector `query` (0 for a row out of range).
+    pub fn dot(&self, row: usize, query: &[f32]) -> f32 {
+        match self.data.get(row * self.dims..(row + 1) * self.dims) {
+            Some(bytes) if self.dims > 0 => dot_i8(bytes, query) * self.scales[row],
+            _ => 0.0,
+        }
+    }
+
+    /// Row `row` as floats, of unit length (or all zeros).
+    pub fn row(&self, row: usize) -> Option<Vec<f32>> {
+        let bytes = self.data.get(row * self.dims..(row + 1) * self.dims)?;
+        let scale = *self.scales.get(row)?;
+        Some(bytes.iter().map(|&b| f32::from(b) * scale).collect())
+    }
+
+    fn quantize(&self, vector: &[f32]) -> Result<(Vec<i8>, f32), EmbedError> {
+        if vector.len() != self.dims {
+            return Err(EmbedError::Dimensions {
+                expected: self.dims,
+                got: vector.len(),
+            });
+        }
+        if vector.iter().any(|x| !x.is_finite()) {
+            return Err(EmbedError::NotFinite);
+        }
+        let largest = vector.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+        if largest == 0.0 {
+            return Ok((vec![0; self.dims], 0.0));
+        }
+        let bytes: Vec<i8> = vector
+            .iter()
+            // In -127..=127 by construction: |x| <= largest.
+            .map(|x| (x / largest * 127.0).round() as i8)
+            .collect();
+        let norm = bytes
+            .iter()
+            .map(|&b| f32::from(b) * f32::from(b))
+            .sum::<f32>()
+            .sqrt();
+        Ok((bytes, if norm > 0.0 { 1.0 / norm } else { 0.0 }))
+    }
+
+    /// Keeps the rows for which `keep(row)` holds, in order.
+    pub fn retain_rows(&mut self, mut keep: impl FnMut(usize) -> bool) {
+        let dims = self.dims;
+        let mut kept = QuantizedVectorSet::with_capacity(dims, self.len());
+        for row in 0..self.len() {
+            if keep(row) {
+                kept.data
+                    .extend_from_slice(&self.data[row * dims..(row + 1) * dims]);
+                kept.scales.push(self.scales[row]);
+            }
+        }
+        *self = kept;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -374,5 +527,59 @@ mod tests {
         let a: Vec<f32> = (0..19).map(|i| i as f32).collect();
         let expected: f32 = a.iter().map(|x| x * x).sum();
         assert_eq!(dot(&a, &a), expected);
+    }
+
+    #[test]
+    fn quantized_rows_keep_cosines_within_rounding() {
+        let a: Vec<f32> = (0..384)
+            .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+            .collect();
+        let b: Vec<f32> = (0..384)
+            .map(|i| ((i * 53 % 89) as f32 - 44.0) / 3.0)
+            .collect();
+        let mut exact = VectorSet::new(384);
+        exact.push(&a).unwrap();
+        let mut query = b.clone();
+        normalize(&mut query);
+        let mut quantized = QuantizedVectorSet::with_capacity(384, 1);
+        assert_eq!(quantized.push(&a).unwrap(), 0);
+        let cosine = dot(exact.row(0).unwrap(), &query);
+        assert!((quantized.dot(0, &query) - cosine).abs() < 0.005);
+        // Stored rows are unit length again, so a row against itself is a cosine of 1.
+        let row = quantized.row(0).unwrap();
+        assert!((dot(&row, &row) - 1.0).abs() < 1e-5);
+        assert!((quantized.dot(0, &row) - 1.0).abs() < 1e-5);
+        assert_eq!(quantized.memory_bytes(), 384 + 4);
+    }
+
+    #[test]
+    fn quantized_rows_are_checked_replaced_and_retained() {
+        let mut set = QuantizedVectorSet::new(2);
+        assert!(matches!(
+            set.push(&[1.0]),
+            Err(EmbedError::Dimensions {
+                expected: 2,
+                got: 1
+            })
+        ));
+        assert!(matches!(
+            set.push(&[f32::NAN, 0.0]),
+            Err(EmbedError::NotFinite)
+        ));
+        set.push(&[0.0, 0.0]).unwrap();
+        set.push(&[3.0, 4.0]).unwrap();
+        set.push(&[0.0, 1.0]).unwrap();
+        assert_eq!(set.dot(0, &[0.6, 0.8]), 0.0, "an all-zero row scores 0");
+        assert!((set.dot(1, &[0.6, 0.8]) - 1.0).abs() < 1e-3);
+        set.set(0, &[1.0, 0.0]).unwrap();
+        assert!((set.dot(0, &[1.0, 0.0]) - 1.0).abs() < 1e-6);
+        assert!(matches!(
+            set.set(5, &[1.0, 0.0]),
+            Err(EmbedError::RowOutOfRange { row: 5, len: 3 })
+        ));
+        set.retain_rows(|row| row != 1);
+        assert_eq!(set.len(), 2);
+        assert!((set.dot(1, &[0.0, 1.0]) - 1.0).abs() < 1e-6);
+        assert_eq!(set.dot(7, &[0.0, 1.0]), 0.0);
     }
 }
