@@ -31,7 +31,9 @@ fn check_hybrid(hybrid: &Value) {
         "the restart reads every vector from the cache: {hybrid}"
     );
     assert!(number(hybrid, "tools_per_second") > 0.0);
-    assert!(number(hybrid, "vector_bytes_per_tool") >= 384.0 * 4.0);
+    // Two texts per tool; two rows of a byte per dimension and a scale each.
+    assert_eq!(hybrid["texts_embedded"], 80, "{hybrid}");
+    assert_eq!(number(hybrid, "vector_bytes_per_tool"), 2.0 * (384.0 + 4.0));
     for phase in ["cold", "warm", "keyword"] {
         let latency = &hybrid[phase];
         let (p50, p99, max) = (

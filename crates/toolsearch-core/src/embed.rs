@@ -20,7 +20,9 @@ pub use fusion::{
 };
 pub use query_cache::QueryVectorCache;
 pub use stand_in::HashEmbedder;
-pub use text::{embedding_text, embedding_text_with, EmbedTextLimits};
+pub use text::{
+    embedding_text, embedding_text_with, embedding_texts, EmbedTextLimits, ToolTexts, ToolView,
+};
 pub use vectors::{dot, dot_i8, normalize, DenseHit, QuantizedVectorSet, VectorSet};
 
 use thiserror::Error;

@@ -24,13 +24,13 @@ pub use formats::{parse_catalog, CatalogFormat};
 pub use policy::{CatalogPolicy, CategoryDef, CategoryInfo, NamePattern, Naming};
 pub use scope::Scope;
 pub use search::{
-    Fallback, Filters, Fusion, MatchedOn, PendingVector, SearchConfig, SearchEngine, SearchHit,
-    SearchMode, SearchRequest, SearchResponse, VectorStatus,
+    DenseView, Fallback, Filters, Fusion, MatchedOn, PendingVector, SearchConfig, SearchEngine,
+    SearchHit, SearchMode, SearchRequest, SearchResponse, VectorStatus,
 };
 pub use served::{output_schema_for, parse_arguments, schema_for, OneOrMany, ToolDecl};
 pub use tool::{DeferPolicy, Tool, ToolId, ToolSchema, DEFAULT_SEPARATOR};
 pub mod embed;
 pub use embed::{
-    embedding_text, DenseHit, EmbedError, EmbedTextLimits, Embedder, HashEmbedder,
-    QueryVectorCache, VectorSet,
+    embedding_text, embedding_texts, DenseHit, EmbedError, EmbedTextLimits, Embedder, HashEmbedder,
+    QuantizedVectorSet, QueryVectorCache, ToolTexts, ToolView, VectorSet,
 };

@@ -5,9 +5,10 @@
 use std::sync::Arc;
 
 use toolsearch_core::contract::{self, SearchArgs, SearchOptions};
-use toolsearch_core::embed::{EmbedError, Embedder, HashEmbedder};
+use toolsearch_core::embed::{EmbedError, Embedder, HashEmbedder, ToolView};
 use toolsearch_core::{
-    Error, Fallback, MatchedOn, SearchConfig, SearchEngine, SearchMode, SearchRequest, Tool,
+    Error, Fallback, MatchedOn, PendingVector, SearchConfig, SearchEngine, SearchMode,
+    SearchRequest, Tool,
 };
 
 /// Words of one concept share a dimension, so texts about the same thing are close without a
@@ -58,6 +59,13 @@ impl Embedder for ConceptEmbedder {
             })
             .collect())
     }
+}
+
+fn model_vector(text: &str) -> Vec<f32> {
+    ConceptEmbedder::new("concepts-v1")
+        .embed(&[text])
+        .unwrap()
+        .remove(0)
 }
 
 fn tools() -> Vec<Tool> {
@@ -206,19 +214,35 @@ fn vectors_follow_the_catalog() {
         .unwrap();
     let status = engine.vector_status();
     assert_eq!((status.ready, status.total), (2, 3));
+    // Two texts per tool: what it is for, and what it takes.
     let pending = engine.pending_vectors();
-    assert_eq!(pending.len(), 1);
-    assert!(
-        pending[0].text.starts_with("files delete file"),
-        "{pending:?}"
+    assert_eq!(pending.len(), 2);
+    assert_eq!(
+        pending.iter().map(|p| p.view).collect::<Vec<_>>(),
+        ToolView::ALL
     );
+    assert_eq!(pending[0].text, "files delete file: Deletes a file.");
+    assert_eq!(pending[1].text, "files delete file");
+
+    // One view is not enough to search by meaning; the other is still pending.
+    let purpose = model_vector(&pending[0].text);
+    engine
+        .attach_vectors("concepts-v1", vec![(pending[0].key(), purpose)])
+        .unwrap();
+    assert_eq!(engine.vector_status().ready, 2);
+    let left = engine.pending_vectors();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].view, ToolView::Parameters);
 
     // A vector for a slot that has gone since is ignored, so is one of another model.
     let stale = pending[0].slot;
     engine.replace_server("files", vec![]).unwrap();
     assert_eq!(
         engine
-            .attach_vectors("concepts-v1", vec![(stale, vec![1.0; 32])])
+            .attach_vectors(
+                "concepts-v1",
+                vec![((stale, ToolView::Parameters), vec![1.0; 32])]
+            )
             .unwrap(),
         0
     );
@@ -231,11 +255,14 @@ fn vectors_follow_the_catalog() {
     let slot = engine.pending_vectors()[0].slot;
     assert_eq!(
         engine
-            .attach_vectors("another-model", vec![(slot, vec![1.0; 32])])
+            .attach_vectors(
+                "another-model",
+                vec![((slot, ToolView::Purpose), vec![1.0; 32])]
+            )
             .unwrap(),
         0
     );
-    assert_eq!(engine.embed_pending().unwrap(), 1);
+    assert_eq!(engine.embed_pending().unwrap(), 2);
     assert!(engine.vector_status().is_complete());
 }
 
@@ -244,7 +271,7 @@ fn another_model_drops_the_vectors_of_the_first() {
     let mut engine = engine_with_model("concepts-v1");
     engine.set_embedder(Some(Arc::new(ConceptEmbedder::new("concepts-v2"))));
     assert_eq!(engine.vector_status().ready, 0);
-    assert_eq!(engine.pending_vectors().len(), 4);
+    assert_eq!(engine.pending_vectors().len(), 8);
     // The same model again keeps what it has.
     engine.embed_pending().unwrap();
     engine.set_embedder(Some(Arc::new(ConceptEmbedder::new("concepts-v2"))));
@@ -259,7 +286,8 @@ fn vectors_take_their_size_and_no_more_when_reserved_or_attached_at_once() {
         .map(|i| Tool::new(format!("tool_{i}"), format!("Does thing number {i}.")))
         .collect();
     let model = Arc::new(ConceptEmbedder::new("concepts"));
-    let vector_bytes = model.dimensions() * std::mem::size_of::<f32>();
+    // Two rows per tool, a byte per dimension and a float scale each.
+    let vector_bytes = 2 * (model.dimensions() + std::mem::size_of::<f32>());
 
     // In chunks, as a server attaches them, after one reservation for all.
     let mut engine =
@@ -270,7 +298,7 @@ fn vectors_take_their_size_and_no_more_when_reserved_or_attached_at_once() {
     for chunk in pending.chunks(32) {
         let texts: Vec<&str> = chunk.iter().map(|p| p.text.as_str()).collect();
         let vectors = model.embed(&texts).unwrap();
-        let pairs = chunk.iter().map(|p| p.slot).zip(vectors).collect();
+        let pairs = chunk.iter().map(PendingVector::key).zip(vectors).collect();
         engine.attach_vectors("concepts", pairs).unwrap();
     }
     assert_eq!(engine.vector_status().ready, 300);

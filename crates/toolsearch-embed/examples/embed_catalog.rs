@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
-use toolsearch_core::embed::{embedding_text, Embedder, VectorSet};
+use toolsearch_core::embed::{embedding_texts, Embedder, ToolView, VectorSet};
 use toolsearch_embed::{BertEmbedder, ModelLocation, VectorCache};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -68,7 +68,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let text = std::fs::read_to_string(&catalog)?;
     let mut tools = toolsearch_core::parse_catalog(&text, &catalog.to_string_lossy(), None)?;
     tools.truncate(limit);
-    let texts: Vec<String> = tools.iter().map(embedding_text).collect();
+    // As the engine embeds a tool: two texts, its purpose and its parameters.
+    let texts: Vec<String> = tools
+        .iter()
+        .flat_map(|tool| {
+            let texts = embedding_texts(tool);
+            ToolView::ALL.map(|view| texts.get(view).to_string())
+        })
+        .collect();
     let refs: Vec<&str> = texts.iter().map(String::as_str).collect();
     let mean_chars =
         texts.iter().map(|t| t.chars().count()).sum::<usize>() as f64 / texts.len().max(1) as f64;
@@ -125,17 +132,18 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     );
     println!("model load: {load_ms:.0} ms");
     println!(
-        "catalog: {} tools, embedded text {mean_chars:.0} chars on average",
+        "catalog: {} tools, embedded texts {mean_chars:.0} chars on average (two per tool)",
         tools.len()
     );
     println!(
-        "cold embedding: {} tools in {embed_s:.2} s = {:.1} tools/s ({} cached)",
+        "cold embedding: {} tools ({} texts embedded, {} cached) in {embed_s:.2} s = {:.1} tools/s",
+        tools.len(),
         stats.embedded,
-        stats.embedded as f64 / embed_s,
-        stats.cached
+        stats.cached,
+        tools.len() as f64 / embed_s
     );
     println!(
-        "vectors: {} bytes per tool in memory; cache file {file_bytes} bytes ({:.0} per tool), saved in {save_ms:.0} ms",
+        "vectors: {} bytes per text as f32; cache file {file_bytes} bytes ({:.0} per tool), saved in {save_ms:.0} ms",
         set.memory_bytes() / set.len().max(1),
         file_bytes as f64 / tools.len().max(1) as f64
     );

@@ -81,7 +81,11 @@ pub fn embed_tools(
     let pending = engine.pending_vectors();
     let texts: Vec<&str> = pending.iter().map(|p| p.text.as_str()).collect();
     let (vectors, stats) = cache.embed_all(model.as_ref(), &texts)?;
-    let pairs = pending.iter().map(|p| p.slot).zip(vectors).collect();
+    let pairs = pending
+        .iter()
+        .map(toolsearch_core::PendingVector::key)
+        .zip(vectors)
+        .collect();
     engine
         .attach_vectors(model.model_id(), pairs)
         .map_err(|e| EmbedError::model(model.model_id(), e))?;

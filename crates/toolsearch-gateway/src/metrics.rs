@@ -166,7 +166,7 @@ impl Metrics {
             ),
             tool_vectors: counters(
                 "toolsearch_tool_vectors_total",
-                "Tool vectors for search by meaning, by where they came from: the model here, this replica's disk cache, or other replicas through the shared state",
+                "Tool vectors for search by meaning (two per tool: its purpose and its parameters), by where they came from: the model here, this replica's disk cache, or other replicas through the shared state",
                 &["source"],
             ),
             registry: Registry::new(),

@@ -302,7 +302,11 @@ fn embed_pending(
         if stats.embedded > 0 {
             give_shared(&missing, model, cache, sources);
         }
-        let pairs = chunk.iter().map(|p| p.slot).zip(vectors).collect();
+        let pairs = chunk
+            .iter()
+            .map(toolsearch_core::PendingVector::key)
+            .zip(vectors)
+            .collect();
         engine
             .write()
             .unwrap_or_else(PoisonError::into_inner)

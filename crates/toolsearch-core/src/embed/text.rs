@@ -48,41 +48,127 @@ pub fn embedding_text(tool: &Tool) -> String {
 /// too); a tool without them reads `"get weather: Current weather ..."`. Deterministic: the same
 /// tool gives the same text, which is what vector caches are keyed by.
 pub fn embedding_text_with(tool: &Tool, limits: &EmbedTextLimits) -> String {
+    compose(tool, limits, Parts::ALL)
+}
+
+/// The two texts the engine embeds a tool as, each bounded like [`embedding_text`]: what the
+/// tool is for, and what it takes. A sentence model pools every token of a text into one vector,
+/// so a long parameter list pulls a tool's vector away from its purpose; the engine scores a
+/// query against the purpose alone and against the two together (see `search::dense`), and
+/// both vectors cost no more to compute than one of the whole text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolTexts {
+    /// `"weather get weather (Forecasts, daily): Current weather for a city."`
+    pub purpose: String,
+    /// `"weather get weather Parameters: city (the city name); units."` (just the names when
+    /// the tool takes nothing).
+    pub parameters: String,
+}
+
+impl ToolTexts {
+    /// The texts in [`ToolView`] order.
+    pub fn get(&self, view: ToolView) -> &str {
+        match view {
+            ToolView::Purpose => &self.purpose,
+            ToolView::Parameters => &self.parameters,
+        }
+    }
+}
+
+/// Which of a tool's [`ToolTexts`] a vector is of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ToolView {
+    Purpose,
+    Parameters,
+}
+
+impl ToolView {
+    pub const ALL: [ToolView; 2] = [ToolView::Purpose, ToolView::Parameters];
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// [`ToolTexts`] under the default limits.
+pub fn embedding_texts(tool: &Tool) -> ToolTexts {
+    let limits = EmbedTextLimits::default();
+    ToolTexts {
+        purpose: compose(tool, &limits, Parts::PURPOSE),
+        parameters: compose(tool, &limits, Parts::PARAMETERS),
+    }
+}
+
+/// What of a tool a text holds; the names always.
+#[derive(Clone, Copy)]
+struct Parts {
+    labels: bool,
+    description: bool,
+    parameters: bool,
+}
+
+impl Parts {
+    const ALL: Parts = Parts {
+        labels: true,
+        description: true,
+        parameters: true,
+    };
+    const PURPOSE: Parts = Parts {
+        parameters: false,
+        ..Parts::ALL
+    };
+    const PARAMETERS: Parts = Parts {
+        labels: false,
+        description: false,
+        parameters: true,
+    };
+}
+
+fn compose(tool: &Tool, limits: &EmbedTextLimits, parts: Parts) -> String {
     let mut text = split_identifier(&tool.server);
     let name = split_identifier(&tool.name);
     if !text.is_empty() && !name.is_empty() {
         text.push(' ');
     }
     text.push_str(&name);
-    let labels: Vec<String> = tool
-        .category
-        .iter()
-        .chain(&tool.tags)
-        .map(|label| collapse_whitespace(label))
-        .filter(|label| !label.is_empty())
-        .collect();
-    let labels = labels.join(", ");
-    let labels = clip(&labels, limits.max_label_chars);
-    if !labels.is_empty() {
-        if !text.is_empty() {
-            text.push(' ');
+    if parts.labels {
+        let labels: Vec<String> = tool
+            .category
+            .iter()
+            .chain(&tool.tags)
+            .map(|label| collapse_whitespace(label))
+            .filter(|label| !label.is_empty())
+            .collect();
+        let labels = labels.join(", ");
+        let labels = clip(&labels, limits.max_label_chars);
+        if !labels.is_empty() {
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            text.push('(');
+            text.push_str(labels);
+            text.push(')');
         }
-        text.push('(');
-        text.push_str(labels);
-        text.push(')');
     }
-    let description = collapse_whitespace(&tool.description);
-    let description = clip(&description, limits.max_description_chars);
-    if !description.is_empty() {
-        if !text.is_empty() {
-            text.push_str(": ");
+    if parts.description {
+        let description = collapse_whitespace(&tool.description);
+        let description = clip(&description, limits.max_description_chars);
+        if !description.is_empty() {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(description.trim_end_matches('.'));
+            text.push('.');
         }
-        text.push_str(description.trim_end_matches('.'));
-        text.push('.');
     }
     let mut seen = HashSet::new();
     let mut listed = 0;
-    for (name, description) in tool.parameters() {
+    let parameters = if parts.parameters {
+        tool.parameters()
+    } else {
+        Vec::new()
+    };
+    for (name, description) in parameters {
         if listed >= limits.max_parameters {
             break;
         }
@@ -258,5 +344,41 @@ mod tests {
             ..EmbedTextLimits::default()
         };
         assert_eq!(embedding_text_with(&tool, &two), "t: d. Parameters: a; id.");
+    }
+
+    #[test]
+    fn a_tool_is_embedded_as_its_purpose_and_its_parameters() {
+        let tool = weather()
+            .with_server("open_meteo")
+            .with_category("Forecasts")
+            .with_tags(["daily"]);
+        let texts = embedding_texts(&tool);
+        assert_eq!(
+            texts.purpose,
+            "open meteo get weather by city (Forecasts, daily): Current weather for a city."
+        );
+        assert_eq!(
+            texts.parameters,
+            "open meteo get weather by city Parameters: city (The city name); units; options \
+             (Extra options); lang (Language code)."
+        );
+        assert_eq!(texts.get(ToolView::Purpose), texts.purpose);
+        assert_eq!(texts.get(ToolView::Parameters), texts.parameters);
+        // The whole text is the two together, names once.
+        assert_eq!(
+            embedding_text(&tool),
+            format!(
+                "{} {}",
+                texts.purpose,
+                texts
+                    .parameters
+                    .trim_start_matches("open meteo get weather by city ")
+            )
+        );
+        let bare = embedding_texts(&Tool::new("list_files", ""));
+        assert_eq!(
+            (bare.purpose.as_str(), bare.parameters.as_str()),
+            ("list files", "list files")
+        );
     }
 }

@@ -49,8 +49,12 @@ pub struct SearchConfig {
     pub fallback_names_max: usize,
     /// How hybrid mode fuses the keyword and the dense ranking.
     pub fusion: Fusion,
-    /// The dense ranking's share in a convex fusion (0: words only, 1: meaning only).
+    /// The dense ranking's share in a convex fusion (0: words only, 1: meaning only). 0.65 is
+    /// the middle of the plateau where every evaluation set, each left out in turn, puts it
+    /// (docs/EVAL.md).
     pub dense_weight: f32,
+    /// Which of a tool's vectors a query is compared with.
+    pub dense_view: DenseView,
     /// Rank offset of reciprocal rank fusion.
     pub rrf_k: f32,
     /// How the dense similarities are scaled before a convex fusion.
@@ -68,6 +72,17 @@ pub struct SearchConfig {
     /// query embedding at about a third of a 256-token one, for 0.1 nDCG@10 on one dataset of
     /// five (docs/EVAL.md).
     pub max_embedded_query_chars: usize,
+}
+
+/// Which of a tool's two vectors (see `search::dense`) give its similarity to a query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DenseView {
+    /// The larger of the two cosines.
+    Max,
+    /// The whole tool's vector alone.
+    Whole,
+    /// The purpose's vector alone.
+    Purpose,
 }
 
 /// How dense similarities are put on the keyword scores' 0..1 scale.
@@ -157,7 +172,8 @@ impl Default for SearchConfig {
             regex_size_limit: 1 << 20,
             fallback_names_max: 200,
             fusion: Fusion::ZScore,
-            dense_weight: 0.5,
+            dense_weight: 0.65,
+            dense_view: DenseView::Max,
             dense_normalization: DenseNormalization::MinMax,
             rrf_k: 60.0,
             dense_candidates: 50,
@@ -182,7 +198,7 @@ impl SearchConfig {
                 "`{key}={value}`: {what}; known keys: k1, exact_form_boost, fuzzy, threshold, \
                  top_band, query_term_frequency, numeric_query_words, \
                  server_aggregation, name_coverage, proximity, synonym_weight, drop_request_filler, \
-                 fusion (zscore, convex or rrf), dense_weight, dense_for_keyword_hits, min_similarity, dense_normalization (minmax, max or raw), rrf_k, dense_candidates, max_embedded_query_chars, and FIELD.weight / FIELD.b for FIELD in {}",
+                 fusion (zscore, convex or rrf), dense_weight, dense_view (max, whole or purpose), dense_for_keyword_hits, min_similarity, dense_normalization (minmax, max or raw), rrf_k, dense_candidates, max_embedded_query_chars, and FIELD.weight / FIELD.b for FIELD in {}",
                 Field::ALL.map(Field::as_str).join(", ")
             ))
         };
@@ -231,6 +247,14 @@ impl SearchConfig {
                 }
             }
             "dense_weight" => self.dense_weight = number()?,
+            "dense_view" => {
+                self.dense_view = match value {
+                    "max" => DenseView::Max,
+                    "whole" => DenseView::Whole,
+                    "purpose" => DenseView::Purpose,
+                    _ => return Err(bad("expected max, whole or purpose")),
+                }
+            }
             "dense_for_keyword_hits" => self.dense_for_keyword_hits = flag()?,
             "min_similarity" => self.min_similarity = number()?,
             "dense_normalization" => {

@@ -14,14 +14,14 @@ mod query;
 mod synonyms;
 mod terms;
 
-pub use config::{DenseNormalization, FieldParams, Fusion, SearchConfig};
+pub use config::{DenseNormalization, DenseView, FieldParams, Fusion, SearchConfig};
 pub use dense::{PendingVector, VectorStatus};
 pub use explain::MatchedOn;
 pub use field::Field;
 pub use filter::Filters;
 
 use crate::catalog::Catalog;
-use crate::embed::{embedding_text, Embedder};
+use crate::embed::{embedding_texts, Embedder, ToolView};
 use crate::error::{Error, Result};
 use crate::policy::{CatalogPolicy, CategoryInfo, Naming};
 use crate::scope::Scope;
@@ -391,8 +391,9 @@ impl SearchEngine {
         self.dense.memory_bytes()
     }
 
-    /// The live tools that have no vector yet, with the text to embed for each (none without a
-    /// model). Embed them anywhere, then hand the vectors to [`SearchEngine::attach_vectors`].
+    /// The texts of live tools that have no vector yet, two per tool (none without a model).
+    /// Embed them anywhere, then hand the vectors to [`SearchEngine::attach_vectors`] with each
+    /// text's [`PendingVector::key`].
     pub fn pending_vectors(&self) -> Vec<PendingVector> {
         if self.dense.model().is_none() {
             return Vec::new();
@@ -400,36 +401,48 @@ impl SearchEngine {
         self.index
             .live_slots()
             .filter(|(slot, _)| !self.dense.has(*slot))
-            .map(|(slot, tool)| PendingVector {
-                slot,
-                text: embedding_text(tool),
+            .flat_map(|(slot, tool)| {
+                let missing = self.dense.missing_views(slot);
+                let texts = (!missing.is_empty()).then(|| embedding_texts(tool));
+                missing.into_iter().filter_map(move |view| {
+                    Some(PendingVector {
+                        slot,
+                        view,
+                        text: texts.as_ref()?.get(view).to_string(),
+                    })
+                })
             })
             .collect()
     }
 
-    /// Makes room for `count` more tool vectors at once, allocated exactly. Call it with the
-    /// number of [`SearchEngine::pending_vectors`] before attaching them in chunks.
+    /// Makes room for `count` more vectors at once, allocated exactly. Call it with the number
+    /// of [`SearchEngine::pending_vectors`] before attaching them in chunks.
     pub fn reserve_vectors(&mut self, count: usize) {
         self.dense.reserve(count);
     }
 
-    /// Stores vectors made by the model named `model_id` for the slots of
-    /// [`SearchEngine::pending_vectors`]. Vectors of a slot whose tool has gone since (slots are
-    /// never reused) or of another model are ignored; returns how many were stored.
+    /// Stores vectors made by the model named `model_id` for the texts of
+    /// [`SearchEngine::pending_vectors`], each with its text's key. A tool is searchable by
+    /// meaning once both its texts have their vectors. Vectors of a slot whose tool has gone since
+    /// (slots are never reused) or of another model are ignored; returns how many were taken.
     pub fn attach_vectors(
         &mut self,
         model_id: &str,
-        vectors: Vec<(u32, Vec<f32>)>,
+        vectors: Vec<((u32, ToolView), Vec<f32>)>,
     ) -> Result<usize> {
         self.dense.reserve(vectors.len());
         let mut stored = 0;
-        for (slot, vector) in vectors {
-            if self.index.tool(slot).is_none() {
+        for (key, vector) in vectors {
+            let Some(tool) = self.index.tool(key.0) else {
                 continue;
-            }
+            };
+            let text_chars = || {
+                let texts = embedding_texts(tool);
+                ToolView::ALL.map(|view| texts.get(view).chars().count())
+            };
             if self
                 .dense
-                .insert(model_id, slot, &vector)
+                .insert(model_id, key, vector, text_chars)
                 .map_err(Error::QueryEmbedding)?
             {
                 stored += 1;
@@ -450,7 +463,7 @@ impl SearchEngine {
         for chunk in pending.chunks(64) {
             let texts: Vec<&str> = chunk.iter().map(|p| p.text.as_str()).collect();
             let vectors = self.dense.embed(&texts).map_err(Error::QueryEmbedding)?;
-            let pairs = chunk.iter().map(|p| p.slot).zip(vectors).collect();
+            let pairs = chunk.iter().map(PendingVector::key).zip(vectors).collect();
             stored += self.attach_vectors(&model_id, pairs)?;
         }
         Ok(stored)
@@ -652,13 +665,15 @@ impl SearchEngine {
             .query_vector(&text)
             .ok_or(Error::NoEmbeddingModel)?
             .map_err(Error::QueryEmbedding)?;
-        let mut ranked = self.dense.similarities(&vector, |slot| {
-            filters.is_empty()
-                || self
-                    .index
-                    .tool(slot)
-                    .is_some_and(|t| filters.matches(t, self.naming()))
-        });
+        let mut ranked = self
+            .dense
+            .similarities(&vector, self.config.dense_view, |slot| {
+                filters.is_empty()
+                    || self
+                        .index
+                        .tool(slot)
+                        .is_some_and(|t| filters.matches(t, self.naming()))
+            });
         if depth < ranked.len() {
             let cutoff = keyword::kth_largest(ranked.iter().map(|&(_, s)| s), depth);
             ranked.retain(|&(_, s)| s >= cutoff);
