@@ -23,7 +23,9 @@ pub use stand_in::HashEmbedder;
 pub use text::{
     embedding_text, embedding_text_with, embedding_texts, EmbedTextLimits, ToolTexts, ToolView,
 };
-pub use vectors::{dot, dot_i8, normalize, DenseHit, QuantizedVectorSet, VectorSet};
+pub use vectors::{
+    dot, dot_i8, dot_i8_i8, normalize, DenseHit, QuantizedQuery, QuantizedVectorSet, VectorSet,
+};
 
 use thiserror::Error;
 

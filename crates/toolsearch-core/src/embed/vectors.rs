@@ -259,6 +259,70 @@ pub fn dot_i8(a: &[i8], b: &[f32]) -> f32 {
     total
 }
 
+/// Dot product of two rows of signed bytes, sixteen integer sums (exact: 384 × 127² fits an
+/// `i32` many times over). About twice as fast as [`dot_i8`] and faster than [`dot`], because
+/// the products stay in 16-bit lanes.
+pub fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (a[..n].chunks_exact(16), b[..n].chunks_exact(16));
+    let (rest_a, rest_b) = (a.remainder(), b.remainder());
+    let mut sums = [0i32; 16];
+    for (x, y) in a.zip(b) {
+        for ((sum, &xi), &yi) in sums.iter_mut().zip(x).zip(y) {
+            *sum += i32::from(i16::from(xi) * i16::from(yi));
+        }
+    }
+    let mut total: i32 = sums.iter().sum();
+    for (&xi, &yi) in rest_a.iter().zip(rest_b) {
+        total += i32::from(xi) * i32::from(yi);
+    }
+    total
+}
+
+/// A query in bytes, for [`QuantizedVectorSet::dot_quantized`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuantizedQuery {
+    bytes: Vec<i8>,
+    scale: f32,
+}
+
+impl QuantizedQuery {
+    /// `query` scaled so its largest component is ±127 and rounded (all zeros stays zeros).
+    pub fn new(query: &[f32]) -> Self {
+        let largest = query
+            .iter()
+            .filter(|x| x.is_finite())
+            .fold(0.0f32, |m, x| m.max(x.abs()));
+        if largest == 0.0 {
+            return Self {
+                bytes: vec![0; query.len()],
+                scale: 0.0,
+            };
+        }
+        Self {
+            bytes: query
+                .iter()
+                .map(|x| {
+                    if x.is_finite() {
+                        (x / largest * 127.0).round() as i8
+                    } else {
+                        0
+                    }
+                })
+                .collect(),
+            scale: largest / 127.0,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.bytes.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.bytes.is_empty()
+    }
+}
+
 /// Unit vectors stored as one signed byte per dimension and a scale per row: a quarter of the
 /// memory of [`VectorSet`]. Each row is the vector scaled so its largest component is ±127 and
 /// rounded; the scale is chosen so the stored row is of unit length again, so a dot product
@@ -341,6 +405,17 @@ impl QuantizedVectorSet {
     pub fn dot(&self, row: usize, query: &[f32]) -> f32 {
         match self.data.get(row * self.dims..(row + 1) * self.dims) {
             Some(bytes) if self.dims > 0 => dot_i8(bytes, query) * self.scales[row],
+            _ => 0.0,
+        }
+    }
+
+    /// [`QuantizedVectorSet::dot`] with the query in bytes too: integer products, about twice
+    /// as fast; the query's rounding moves a cosine by about as much as the row's.
+    pub fn dot_quantized(&self, row: usize, query: &QuantizedQuery) -> f32 {
+        match self.data.get(row * self.dims..(row + 1) * self.dims) {
+            Some(bytes) if self.dims > 0 => {
+                dot_i8_i8(bytes, &query.bytes) as f32 * self.scales[row] * query.scale
+            }
             _ => 0.0,
         }
     }
@@ -545,6 +620,10 @@ mod tests {
         assert_eq!(quantized.push(&a).unwrap(), 0);
         let cosine = dot(exact.row(0).unwrap(), &query);
         assert!((quantized.dot(0, &query) - cosine).abs() < 0.005);
+        let in_bytes = QuantizedQuery::new(&query);
+        assert_eq!(in_bytes.len(), 384);
+        assert!((quantized.dot_quantized(0, &in_bytes) - cosine).abs() < 0.005);
+        assert_eq!(QuantizedQuery::new(&[0.0; 4]).scale, 0.0);
         // Stored rows are unit length again, so a row against itself is a cosine of 1.
         let row = quantized.row(0).unwrap();
         assert!((dot(&row, &row) - 1.0).abs() < 1e-5);
@@ -581,5 +660,20 @@ mod tests {
         assert_eq!(set.len(), 2);
         assert!((set.dot(1, &[0.0, 1.0]) - 1.0).abs() < 1e-6);
         assert_eq!(set.dot(7, &[0.0, 1.0]), 0.0);
+        assert_eq!(set.dot_quantized(7, &QuantizedQuery::new(&[0.0, 1.0])), 0.0);
+    }
+
+    #[test]
+    fn byte_dot_products_are_exact_integers() {
+        let a: Vec<i8> = (0..37).map(|i| (i * 7 % 255 - 127) as i8).collect();
+        let b: Vec<i8> = (0..37).map(|i| (127 - i * 5 % 255) as i8).collect();
+        let expected: i32 = a
+            .iter()
+            .zip(&b)
+            .map(|(&x, &y)| i32::from(x) * i32::from(y))
+            .sum();
+        assert_eq!(dot_i8_i8(&a, &b), expected);
+        let extremes = [-127i8; 384];
+        assert_eq!(dot_i8_i8(&extremes, &extremes), 384 * 127 * 127);
     }
 }

@@ -11,7 +11,8 @@
 //! docs/EVAL.md has the measurements.
 
 use crate::embed::{
-    embed_checked, EmbedError, Embedder, QuantizedVectorSet, QueryVectorCache, ToolView,
+    embed_checked, EmbedError, Embedder, QuantizedQuery, QuantizedVectorSet, QueryVectorCache,
+    ToolView,
 };
 use crate::search::config::DenseView;
 use rustc_hash::FxHashMap;
@@ -242,13 +243,14 @@ impl DenseIndex {
         if query.len() != self.vectors.dims() {
             return Vec::new();
         }
+        let query = QuantizedQuery::new(query);
         self.row_slot
             .iter()
             .enumerate()
             .filter(|&(_, &slot)| keep(slot))
             .map(|(row, &slot)| {
-                let whole = || self.vectors.dot(2 * row + WHOLE, query);
-                let purpose = || self.vectors.dot(2 * row + PURPOSE, query);
+                let whole = || self.vectors.dot_quantized(2 * row + WHOLE, &query);
+                let purpose = || self.vectors.dot_quantized(2 * row + PURPOSE, &query);
                 let similarity = match view {
                     DenseView::Max => whole().max(purpose()),
                     DenseView::Whole => whole(),
