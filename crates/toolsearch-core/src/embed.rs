@@ -24,7 +24,8 @@ pub use text::{
     embedding_text, embedding_text_with, embedding_texts, EmbedTextLimits, ToolTexts, ToolView,
 };
 pub use vectors::{
-    dot, dot_i8, dot_i8_i8, normalize, DenseHit, QuantizedQuery, QuantizedVectorSet, VectorSet,
+    check_vector, dot, dot_i8, dot_i8_i8, normalize, DenseHit, QuantizedQuery, QuantizedVectorSet,
+    VectorSet,
 };
 
 use thiserror::Error;
@@ -60,15 +61,7 @@ pub fn embed_checked(embedder: &dyn Embedder, texts: &[&str]) -> Result<Vec<Vec<
     }
     let dims = embedder.dimensions();
     for vector in &vectors {
-        if vector.len() != dims {
-            return Err(EmbedError::Dimensions {
-                expected: dims,
-                got: vector.len(),
-            });
-        }
-        if vector.iter().any(|x| !x.is_finite()) {
-            return Err(EmbedError::NotFinite);
-        }
+        check_vector(dims, vector)?;
     }
     Ok(vectors)
 }

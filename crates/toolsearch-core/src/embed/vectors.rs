@@ -36,6 +36,20 @@ pub fn normalize(vector: &mut [f32]) -> bool {
     true
 }
 
+/// A vector a store of `dims` dimensions can take: that many values, all finite.
+pub fn check_vector(dims: usize, vector: &[f32]) -> Result<(), EmbedError> {
+    if vector.len() != dims {
+        return Err(EmbedError::Dimensions {
+            expected: dims,
+            got: vector.len(),
+        });
+    }
+    if vector.iter().any(|x| !x.is_finite()) {
+        return Err(EmbedError::NotFinite);
+    }
+    Ok(())
+}
+
 /// One row of a dense scan: its index and its cosine similarity to the query (-1..1).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DenseHit {
@@ -111,16 +125,7 @@ impl VectorSet {
     }
 
     fn check(&self, vector: &[f32]) -> Result<(), EmbedError> {
-        if vector.len() != self.dims {
-            return Err(EmbedError::Dimensions {
-                expected: self.dims,
-                got: vector.len(),
-            });
-        }
-        if vector.iter().any(|x| !x.is_finite()) {
-            return Err(EmbedError::NotFinite);
-        }
-        Ok(())
+        check_vector(self.dims, vector)
     }
 
     /// Makes room for `rows` more vectors, exactly: the vectors are most of a catalog's memory, and
@@ -428,15 +433,7 @@ impl QuantizedVectorSet {
     }
 
     fn quantize(&self, vector: &[f32]) -> Result<(Vec<i8>, f32), EmbedError> {
-        if vector.len() != self.dims {
-            return Err(EmbedError::Dimensions {
-                expected: self.dims,
-                got: vector.len(),
-            });
-        }
-        if vector.iter().any(|x| !x.is_finite()) {
-            return Err(EmbedError::NotFinite);
-        }
+        check_vector(self.dims, vector)?;
         let largest = vector.iter().fold(0.0f32, |m, x| m.max(x.abs()));
         if largest == 0.0 {
             return Ok((vec![0; self.dims], 0.0));

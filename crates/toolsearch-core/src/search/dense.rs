@@ -167,15 +167,7 @@ impl DenseIndex {
         if self.model.as_ref().map(|m| m.model_id()) != Some(model_id) {
             return Ok(false);
         }
-        if vector.len() != self.vectors.dims() {
-            return Err(EmbedError::Dimensions {
-                expected: self.vectors.dims(),
-                got: vector.len(),
-            });
-        }
-        if vector.iter().any(|x| !x.is_finite()) {
-            return Err(EmbedError::NotFinite);
-        }
+        crate::embed::check_vector(self.vectors.dims(), &vector)?;
         let views = self.partial.entry(slot).or_default();
         views[view.index()] = Some(vector);
         let [Some(_), Some(_)] = views else {
