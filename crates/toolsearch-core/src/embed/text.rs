@@ -54,8 +54,8 @@ pub fn embedding_text_with(tool: &Tool, limits: &EmbedTextLimits) -> String {
 /// The two texts the engine embeds a tool as, each bounded like [`embedding_text`]: what the
 /// tool is for, and what it takes. A sentence model pools every token of a text into one vector,
 /// so a long parameter list pulls a tool's vector away from its purpose; the engine scores a
-/// query against the purpose alone and against the two together (see `search::dense`), and
-/// both vectors cost no more to compute than one of the whole text.
+/// query against the purpose alone and against the two together (see `search::dense`). The two
+/// cost the model about 15% more than one text of the whole tool (the names are read twice).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolTexts {
     /// `"weather get weather (Forecasts, daily): Current weather for a city."`
