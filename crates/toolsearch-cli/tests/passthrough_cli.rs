@@ -30,6 +30,24 @@ fn config(dir: &Path) -> PathBuf {
     path
 }
 
+/// The same two upstreams over Streamable HTTP, each its own server-everything process.
+fn http_config(dir: &Path, everything: &peers::Service, second: &peers::Service) -> PathBuf {
+    let server = |name: &str, upstream: &peers::Service| {
+        format!(
+            "[mcpServers.{name}]\ntype = \"http\"\nurl = \"http://127.0.0.1:{}/mcp\"\n",
+            upstream.port
+        )
+    };
+    let text = format!(
+        "{}\n{}\n[toolSearch]\npreset = \"search\"\n",
+        server("everything", everything),
+        server("second", second)
+    );
+    let path = dir.join("gateway.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
 fn step(report: &Value, index: usize) -> &Value {
     &report["steps"][index]
 }
@@ -186,10 +204,14 @@ fn resources_of_every_upstream_over_http() {
 fn client_requests_session(transport: Transport) {
     let dir = peers::scratch("passthrough-cli");
     let config = config(&dir);
+    client_requests_session_with(transport, &config);
+}
+
+fn client_requests_session_with(transport: Transport, config: &Path) {
     let report = peers::run_client(
         "mcp_client.py",
         transport,
-        &config,
+        config,
         &json!({
             "client": {
                 "sampling": "a haiku about gateways",
@@ -307,6 +329,17 @@ fn client_requests_progress_and_logs_over_stdio() {
 #[test]
 fn client_requests_progress_and_logs_over_http() {
     client_requests_session(Transport::Http);
+}
+
+/// The same with both upstreams over Streamable HTTP: what an upstream sends on a call's own
+/// stream before the answer (progress, its requests to the client) reaches the client.
+#[test]
+fn client_requests_progress_and_logs_from_http_upstreams() {
+    let everything = peers::start_everything_http();
+    let second = peers::start_everything_http();
+    let dir = peers::scratch("passthrough-cli");
+    let config = http_config(&dir, &everything, &second);
+    client_requests_session_with(Transport::Http, &config);
 }
 
 /// A client that offers neither sampling nor elicitation: the upstream's request gets the

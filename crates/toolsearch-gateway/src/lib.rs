@@ -26,6 +26,7 @@ pub mod console;
 pub mod downstream;
 pub mod error;
 pub mod gateway;
+mod http_calls;
 pub mod http_config;
 pub mod metrics;
 pub mod observe;

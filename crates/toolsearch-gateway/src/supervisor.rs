@@ -24,6 +24,7 @@ use toolsearch_core::{CatalogPolicy, Tool, ToolId};
 
 use crate::config::{GatewayConfig, ServerConfig, SupervisorConfig, Transport};
 use crate::error::{GatewayError, Result};
+use crate::http_calls::HttpCalls;
 use crate::relay::{CallOrigin, Relay};
 pub use crate::state::ServerState;
 use crate::upstream::{self, Connection, Signal, StderrTail, UpstreamError};
@@ -84,6 +85,8 @@ impl SupervisorOptions {
 struct Live {
     peer: Peer<RoleClient>,
     pid: Option<u32>,
+    /// Calls the gateway posts itself (Streamable HTTP servers).
+    http_calls: Option<Arc<HttpCalls>>,
 }
 
 struct Slot {
@@ -393,10 +396,15 @@ impl UpstreamManager {
     }
 
     fn slot_peer(slot: &Slot) -> Result<Peer<RoleClient>> {
+        Self::slot_live(slot).map(|(peer, _)| peer)
+    }
+
+    /// The live session's peer, and its direct calls for a Streamable HTTP server.
+    fn slot_live(slot: &Slot) -> Result<(Peer<RoleClient>, Option<Arc<HttpCalls>>)> {
         let state = slot.state.borrow().clone();
         let live = read(&slot.live);
         match (&state, live.as_ref()) {
-            (ServerState::Ready, Some(live)) => Ok(live.peer.clone()),
+            (ServerState::Ready, Some(live)) => Ok((live.peer.clone(), live.http_calls.clone())),
             _ => Err(GatewayError::ServerUnavailable {
                 server: slot.name.clone(),
                 state,
@@ -454,7 +462,7 @@ impl UpstreamManager {
                 tool: tool.to_string(),
             });
         }
-        let peer = Self::slot_peer(slot)?;
+        let (peer, http_calls) = Self::slot_live(slot)?;
         let mut params = CallToolRequestParams::new(tool.to_string());
         if let Some(arguments) = arguments {
             params = params.with_arguments(arguments);
@@ -462,6 +470,29 @@ impl UpstreamManager {
         tracing::debug!(target: "upstream", server, tool, "tools/call");
         let in_flight = origin.map(|origin| self.inner.relay.begin_call(server, origin));
         let call = async {
+            // An HTTP server's call is posted by the gateway itself (see `http_calls`), unless
+            // its session says it is rmcp's to send.
+            if let Some((calls, prepared)) = http_calls
+                .as_ref()
+                .and_then(|calls| Some((calls, calls.prepare()?)))
+            {
+                if let Some(in_flight) = &in_flight {
+                    in_flight.set_upstream_token(prepared.progress_token());
+                }
+                // Dropped before the answer (timeout, cancellation): the upstream is told to stop.
+                let mut abandon = CancelOnDrop {
+                    peer: peer.clone(),
+                    id: Some(prepared.request_id()),
+                };
+                let posted = calls.call(prepared, params.clone()).await;
+                abandon.id = None;
+                match posted {
+                    Some(answer) => return answer,
+                    None => {
+                        tracing::debug!(target: "upstream", server, tool, "tools/call left to rmcp")
+                    }
+                }
+            }
             let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
             let handle = peer
                 .send_request_with_option(request, PeerRequestOptions::no_options())
@@ -617,6 +648,7 @@ async fn supervise(
                 *write(&slot.live) = Some(Live {
                     peer: connection.service.peer().clone(),
                     pid: connection.pid,
+                    http_calls: connection.http_calls.clone(),
                 });
                 inner.set_state(&slot, ServerState::Ready);
                 let ended = run_connected(&inner, &slot, connection, &mut signals).await;
@@ -726,6 +758,7 @@ async fn run_connected(
         service,
         pid: _,
         stderr,
+        http_calls: _,
     } = connection;
     let peer = service.peer().clone();
     let cancel_service = service.cancellation_token();

@@ -29,6 +29,7 @@ use tokio::sync::mpsc;
 use toolsearch_core::{Tool, ToolSchema};
 
 use crate::config::Transport as ServerTransport;
+use crate::http_calls::{HttpCalls, HttpTransport};
 use crate::relay::Relay;
 use crate::wire;
 
@@ -285,6 +286,8 @@ pub(crate) struct Connection {
     /// Process id of a stdio server.
     pub(crate) pid: Option<u32>,
     pub(crate) stderr: StderrTail,
+    /// Calls posted by the gateway itself, for a Streamable HTTP server.
+    pub(crate) http_calls: Option<Arc<HttpCalls>>,
 }
 
 /// Starts (stdio) or reaches (HTTP) the server and runs the MCP initialize handshake.
@@ -348,6 +351,7 @@ pub(crate) async fn connect(
                     service,
                     pid,
                     stderr: tail,
+                    http_calls: None,
                 }),
                 Err(source) => Err(UpstreamError::Handshake {
                     command: command.clone(),
@@ -366,7 +370,12 @@ pub(crate) async fn connect(
                     source,
                 }
             })?;
-            let transport = StreamableHttpClientTransport::with_client(http, config);
+            let (hand_over, handed_over) = mpsc::unbounded_channel();
+            let calls = HttpCalls::new(server, http.clone(), hand_over, client.relay.clone());
+            let transport = HttpTransport::new(
+                StreamableHttpClientTransport::with_client(http, config),
+                handed_over,
+            );
             match client.serve(transport).await {
                 Ok(service) => {
                     tracing::info!(target: "upstream", server, url = %url, "connected to Streamable HTTP server");
@@ -374,6 +383,7 @@ pub(crate) async fn connect(
                         service,
                         pid: None,
                         stderr: StderrTail::default(),
+                        http_calls: Some(Arc::new(calls)),
                     })
                 }
                 Err(source) => Err(UpstreamError::Connect {

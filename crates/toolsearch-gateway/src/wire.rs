@@ -88,6 +88,9 @@ const IDLE_CONNECTION: std::time::Duration = std::time::Duration::from_secs(4);
 /// The JSON parser's own limit, which a JSON body that rmcp parses itself runs into.
 const PARSER_DEPTH: usize = 128;
 
+/// The largest SSE event read from an upstream: rmcp's own default.
+const MAX_SSE_EVENT: usize = 16 * 1024 * 1024;
+
 /// rmcp's Streamable HTTP client (reqwest) with [`guard_line`] between the server and the MCP
 /// library: every SSE event's data (answers to requests, and the server's own stream) is
 /// measured and rewritten or dropped before it is parsed, and a JSON body too deep to parse
@@ -96,6 +99,45 @@ const PARSER_DEPTH: usize = 128;
 pub(crate) struct GuardedHttpClient {
     inner: reqwest::Client,
     server: Arc<str>,
+    /// Where rmcp's worker posts, in which session, with which headers.
+    route: RouteCapture,
+}
+
+/// Where and how rmcp's worker last posted to the upstream: its URL, the session id, the
+/// authorization and the headers (the configured ones plus `MCP-Protocol-Version`). A call the
+/// gateway posts itself (`http_calls.rs`) goes out the same way.
+#[derive(Clone, Default)]
+pub(crate) struct RouteCapture(Arc<std::sync::Mutex<Option<Route>>>);
+
+#[derive(Clone, PartialEq)]
+pub(crate) struct Route {
+    pub(crate) uri: Arc<str>,
+    pub(crate) session_id: Option<Arc<str>>,
+    pub(crate) auth_header: Option<String>,
+    pub(crate) headers: HashMap<HeaderName, HeaderValue>,
+}
+
+impl RouteCapture {
+    /// The route of the last post, once the session is set up (`None` before).
+    pub(crate) fn get(&self) -> Option<Route> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Notes a post of rmcp's worker. An `initialize` request is left out: it opens a session
+    /// and carries none of its headers.
+    fn record(&self, route: Route, message: &ClientJsonRpcMessage) {
+        if matches!(
+            message,
+            ClientJsonRpcMessage::Request(request)
+                if matches!(request.request, rmcp::model::ClientRequest::InitializeRequest(_))
+        ) {
+            return;
+        }
+        let mut current = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if current.as_ref() != Some(&route) {
+            *current = Some(route);
+        }
+    }
 }
 
 impl GuardedHttpClient {
@@ -132,7 +174,57 @@ impl GuardedHttpClient {
         Ok(Self {
             inner,
             server: server.into(),
+            route: RouteCapture::default(),
         })
+    }
+
+    /// Where rmcp's worker posts; shared by every clone of this client.
+    pub(crate) fn route(&self) -> RouteCapture {
+        self.route.clone()
+    }
+
+    /// Posts `message` like rmcp's worker would, guarded, without noting the route: for calls the
+    /// gateway posts itself.
+    pub(crate) async fn post_direct(
+        &self,
+        route: &Route,
+        message: ClientJsonRpcMessage,
+    ) -> Result<StreamableHttpPostResponse, StreamableHttpError<reqwest::Error>> {
+        let id = request_id(&message);
+        let response = self
+            .inner
+            .post_message_with_max_sse_event_size(
+                route.uri.clone(),
+                message,
+                route.session_id.clone(),
+                route.auth_header.clone(),
+                route.headers.clone(),
+                MAX_SSE_EVENT,
+            )
+            .await;
+        self.guard_post(id, response)
+    }
+
+    /// Resumes a stream of `route`'s session after `last_event_id`, guarded, without noting the
+    /// route.
+    pub(crate) async fn get_direct(
+        &self,
+        route: &Route,
+        last_event_id: String,
+    ) -> Result<BoxStream<'static, Result<Sse, SseError>>, StreamableHttpError<reqwest::Error>>
+    {
+        let stream = self
+            .inner
+            .get_stream_with_max_sse_event_size(
+                route.uri.clone(),
+                route.session_id.clone(),
+                Some(last_event_id),
+                route.auth_header.clone(),
+                route.headers.clone(),
+                MAX_SSE_EVENT,
+            )
+            .await?;
+        Ok(self.guard_stream(stream))
     }
 
     /// `stream` with each event's data passed through [`guard_line`].
@@ -194,6 +286,15 @@ impl StreamableHttpClient for GuardedHttpClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.route.record(
+            Route {
+                uri: uri.clone(),
+                session_id: session_id.clone(),
+                auth_header: auth_header.clone(),
+                headers: custom_headers.clone(),
+            },
+            &message,
+        );
         let id = request_id(&message);
         let response = self
             .inner
@@ -211,6 +312,15 @@ impl StreamableHttpClient for GuardedHttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
+        self.route.record(
+            Route {
+                uri: uri.clone(),
+                session_id: session_id.clone(),
+                auth_header: auth_header.clone(),
+                headers: custom_headers.clone(),
+            },
+            &message,
+        );
         let id = request_id(&message);
         let response = self
             .inner

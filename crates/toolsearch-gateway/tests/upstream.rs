@@ -206,11 +206,11 @@ async fn pagination_list_changed_and_results_pass_through() {
     let mut events = manager.subscribe();
     wait_ready(&manager, "paged").await;
 
-    // Eight tools over four pages of two.
+    // Nine tools over five pages of two.
     let tool_names = names(&manager.server_tools("paged").unwrap());
     assert_eq!(
         tool_names,
-        ["tool_0", "tool_1", "tool_2", "tool_3", "tool_4", "add_tool", "slow", "counts"]
+        ["tool_0", "tool_1", "tool_2", "tool_3", "tool_4", "add_tool", "slow", "counts", "poll"]
     );
 
     // isError and structuredContent come back unchanged.
@@ -270,7 +270,7 @@ async fn pagination_list_changed_and_results_pass_through() {
         }
     })
     .await;
-    assert_eq!(tools.len(), 9);
+    assert_eq!(tools.len(), 10);
     assert!(names(&manager.tools()).contains(&"fresh_tool".to_string()));
     manager.shutdown().await;
 }
@@ -305,8 +305,18 @@ async fn wait_counts(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn timeout_and_cancellation_reach_the_upstream() {
-    let manager = start(vec![("paged", paged_stdio())], options());
+async fn timeout_and_cancellation_reach_the_upstream_over_stdio() {
+    timeout_and_cancellation_reach_the_upstream(paged_stdio()).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timeout_and_cancellation_reach_the_upstream_over_http() {
+    let server = HttpPaged::start().await;
+    timeout_and_cancellation_reach_the_upstream(http(&server.url)).await;
+}
+
+async fn timeout_and_cancellation_reach_the_upstream(paged: toolsearch_gateway::ServerConfig) {
+    let manager = start(vec![("paged", paged)], options());
     wait_ready(&manager, "paged").await;
 
     // A call that outlives its timeout fails naming the tool, and the upstream sees the cancel.
@@ -584,5 +594,118 @@ async fn http_server_that_goes_away_is_reconnected() {
     .await
     .unwrap();
     assert!(first_text(&result).contains("reconnected"));
+    manager.shutdown().await;
+}
+
+/// A server may close a call's SSE stream before answering and let the client poll: the call
+/// is resumed from the stream's last event id (GET with Last-Event-ID) and answered, and the
+/// tool ran once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_closed_before_the_answer_is_resumed() {
+    let server = HttpPaged::start().await;
+    let manager = start(vec![("paged", http(&server.url))], options());
+    wait_ready(&manager, "paged").await;
+    let result = guard(
+        "poll over http",
+        manager.call("paged", "poll", None, CancellationToken::new()),
+    )
+    .await
+    .unwrap();
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    assert_eq!(first_text(&result), "polled");
+    let counts = manager
+        .call("paged", "counts", None, CancellationToken::new())
+        .await
+        .unwrap();
+    assert_eq!(counts.structured_content.unwrap()["polls"], json!(1));
+    manager.shutdown().await;
+}
+
+/// What the HTTP proxy of [`refusing_proxy`] saw.
+#[derive(Default)]
+struct ProxyCounts {
+    /// `tools/call` posts answered 404 by the proxy itself.
+    refused: std::sync::atomic::AtomicUsize,
+    /// `tools/call` posts passed on to the server.
+    forwarded: std::sync::atomic::AtomicUsize,
+}
+
+/// An HTTP proxy to `target` that answers the first `refuse` posts of `tools/call` with 404, as a
+/// server does for a session it no longer knows, and passes everything else on, streaming.
+async fn refusing_proxy(target: String, refuse: usize) -> (String, std::sync::Arc<ProxyCounts>) {
+    use std::sync::atomic::Ordering;
+    let counts = std::sync::Arc::new(ProxyCounts::default());
+    let seen = counts.clone();
+    toolsearch_gateway::upstream::ensure_crypto_provider();
+    let client = reqwest::Client::new();
+    let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
+        let (client, target, seen) = (client.clone(), target.clone(), seen.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let is_call = String::from_utf8_lossy(&body).contains("\"tools/call\"");
+            if is_call && seen.refused.load(Ordering::SeqCst) < refuse {
+                seen.refused.fetch_add(1, Ordering::SeqCst);
+                return axum::response::Response::builder()
+                    .status(404)
+                    .body(axum::body::Body::from("session not found"))
+                    .unwrap();
+            }
+            if is_call {
+                seen.forwarded.fetch_add(1, Ordering::SeqCst);
+            }
+            let mut headers = parts.headers.clone();
+            headers.remove(http::header::HOST);
+            let upstream = client
+                .request(parts.method, &target)
+                .headers(headers)
+                .body(body)
+                .send()
+                .await
+                .unwrap();
+            let mut response = axum::response::Response::builder().status(upstream.status());
+            for (name, value) in upstream.headers() {
+                response = response.header(name, value);
+            }
+            response
+                .body(axum::body::Body::from_stream(upstream.bytes_stream()))
+                .unwrap()
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (url, counts)
+}
+
+/// A call whose post is refused as for an unknown session (HTTP 404) is sent again the way the
+/// MCP library sends requests, which renews a session it finds expired: it is answered, and
+/// reaches the server once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_refused_for_its_session_is_sent_again() {
+    use std::sync::atomic::Ordering;
+    let server = HttpPaged::start().await;
+    let (url, seen) = refusing_proxy(server.url.clone(), 1).await;
+    let manager = start(vec![("paged", http(&url))], options());
+    wait_ready(&manager, "paged").await;
+    let result = guard(
+        "tool_1 through the refusing proxy",
+        manager.call(
+            "paged",
+            "tool_1",
+            args(json!({"x": "again"})),
+            CancellationToken::new(),
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        result.structured_content,
+        Some(json!({"tool": "tool_1", "x": "again"}))
+    );
+    assert_eq!(seen.refused.load(Ordering::SeqCst), 1);
+    assert_eq!(seen.forwarded.load(Ordering::SeqCst), 1);
     manager.shutdown().await;
 }

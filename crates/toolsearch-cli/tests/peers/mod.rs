@@ -449,6 +449,23 @@ impl Drop for Service {
     }
 }
 
+/// server-everything (npm) over Streamable HTTP on a free loopback port, at
+/// `http://127.0.0.1:PORT/mcp`.
+pub fn start_everything_http() -> Service {
+    let port = free_port();
+    let child = Command::new("node")
+        .arg(everything_js())
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("node must be on PATH to run server-everything");
+    let service = Service { child, port };
+    wait_for_port(port, "server-everything");
+    service
+}
+
 /// A Redis server of its own on a free loopback port, with no persistence.
 pub fn start_redis() -> Service {
     let port = free_port();

@@ -161,6 +161,44 @@ impl HttpEverything {
     }
 }
 
+/// The paged test server (tests/peers/paged_server.py) over Streamable HTTP, with an event store
+/// so that its streams can be resumed; killed on drop.
+pub struct HttpPaged {
+    child: Child,
+    pub url: String,
+}
+
+impl HttpPaged {
+    pub async fn start() -> Self {
+        let port = free_port();
+        let child = Command::new(venv_python())
+            .arg(paged_server_py())
+            .args(["http", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the test peers' Python must run paged_server.py");
+        let server = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        };
+        guard("waiting for paged_server.py to listen", async {
+            while TcpStream::connect(("127.0.0.1", port)).is_err() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+        server
+    }
+}
+
+impl Drop for HttpPaged {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for HttpEverything {
     fn drop(&mut self) {
         let _ = self.child.kill();
