@@ -32,6 +32,18 @@ pub fn everything_js() -> String {
     )
 }
 
+/// server-everything over Streamable HTTP at `http://127.0.0.1:PORT/mcp`, its output discarded.
+pub fn spawn_everything_http(port: u16) -> std::process::Child {
+    std::process::Command::new("node")
+        .arg(everything_js())
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("node must be on PATH to run server-everything")
+}
+
 pub fn venv_python() -> String {
     require(
         peers_dir().join("venv/bin/python"),

@@ -109,7 +109,7 @@ pub(crate) struct GuardedHttpClient {
 #[derive(Clone, Default)]
 pub(crate) struct RouteCapture(Arc<std::sync::Mutex<Option<Route>>>);
 
-#[derive(Clone, PartialEq)]
+#[derive(Clone)]
 pub(crate) struct Route {
     pub(crate) uri: Arc<str>,
     pub(crate) session_id: Option<Arc<str>>,
@@ -125,7 +125,14 @@ impl RouteCapture {
 
     /// Notes a post of rmcp's worker. An `initialize` request is left out: it opens a session
     /// and carries none of its headers.
-    fn record(&self, route: Route, message: &ClientJsonRpcMessage) {
+    fn record(
+        &self,
+        uri: &Arc<str>,
+        session_id: &Option<Arc<str>>,
+        auth_header: &Option<String>,
+        headers: &HashMap<HeaderName, HeaderValue>,
+        message: &ClientJsonRpcMessage,
+    ) {
         if matches!(
             message,
             ClientJsonRpcMessage::Request(request)
@@ -134,8 +141,19 @@ impl RouteCapture {
             return;
         }
         let mut current = self.0.lock().unwrap_or_else(|e| e.into_inner());
-        if current.as_ref() != Some(&route) {
-            *current = Some(route);
+        let same = current.as_ref().is_some_and(|route| {
+            route.uri == *uri
+                && route.session_id == *session_id
+                && route.auth_header == *auth_header
+                && route.headers == *headers
+        });
+        if !same {
+            *current = Some(Route {
+                uri: uri.clone(),
+                session_id: session_id.clone(),
+                auth_header: auth_header.clone(),
+                headers: headers.clone(),
+            });
         }
     }
 }
@@ -286,15 +304,8 @@ impl StreamableHttpClient for GuardedHttpClient {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.route.record(
-            Route {
-                uri: uri.clone(),
-                session_id: session_id.clone(),
-                auth_header: auth_header.clone(),
-                headers: custom_headers.clone(),
-            },
-            &message,
-        );
+        self.route
+            .record(&uri, &session_id, &auth_header, &custom_headers, &message);
         let id = request_id(&message);
         let response = self
             .inner
@@ -312,15 +323,8 @@ impl StreamableHttpClient for GuardedHttpClient {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> Result<StreamableHttpPostResponse, StreamableHttpError<Self::Error>> {
-        self.route.record(
-            Route {
-                uri: uri.clone(),
-                session_id: session_id.clone(),
-                auth_header: auth_header.clone(),
-                headers: custom_headers.clone(),
-            },
-            &message,
-        );
+        self.route
+            .record(&uri, &session_id, &auth_header, &custom_headers, &message);
         let id = request_id(&message);
         let response = self
             .inner

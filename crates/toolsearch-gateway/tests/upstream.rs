@@ -85,7 +85,7 @@ async fn everything_over_stdio_lists_and_calls() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn everything_over_streamable_http() {
-    let server = HttpEverything::start().await;
+    let server = HttpServer::everything().await;
     let manager = start(vec![("everything_http", http(&server.url))], options());
     wait_ready(&manager, "everything_http").await;
 
@@ -135,7 +135,7 @@ async fn counting_relay(target: u16) -> (u16, std::sync::Arc<std::sync::atomic::
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_over_http_reuse_their_connection() {
     use std::sync::atomic::Ordering;
-    let server = HttpEverything::start().await;
+    let server = HttpServer::everything().await;
     let (port, accepted) = counting_relay(server.port()).await;
     let url = format!("http://127.0.0.1:{port}/mcp");
     let manager = start(vec![("everything_http", http(&url))], options());
@@ -311,7 +311,7 @@ async fn timeout_and_cancellation_reach_the_upstream_over_stdio() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timeout_and_cancellation_reach_the_upstream_over_http() {
-    let server = HttpPaged::start().await;
+    let server = HttpServer::paged().await;
     timeout_and_cancellation_reach_the_upstream(http(&server.url)).await;
 }
 
@@ -554,7 +554,7 @@ async fn killed_server_is_restarted_and_its_tools_refreshed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn http_server_that_goes_away_is_reconnected() {
-    let mut server = HttpEverything::start().await;
+    let mut server = HttpServer::everything().await;
     let manager = start(vec![("remote", http(&server.url))], options());
     wait_ready(&manager, "remote").await;
 
@@ -580,7 +580,7 @@ async fn http_server_that_goes_away_is_reconnected() {
     .unwrap();
     assert!(!down.is_ready());
 
-    let _server = HttpEverything::start_on(server.port()).await;
+    let _server = HttpServer::everything_on(server.port()).await;
     wait_ready(&manager, "remote").await;
     let result = guard(
         "echo after reconnect",
@@ -602,7 +602,7 @@ async fn http_server_that_goes_away_is_reconnected() {
 /// tool ran once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_closed_before_the_answer_is_resumed() {
-    let server = HttpPaged::start().await;
+    let server = HttpServer::paged().await;
     let manager = start(vec![("paged", http(&server.url))], options());
     wait_ready(&manager, "paged").await;
     let result = guard(
@@ -686,7 +686,7 @@ async fn refusing_proxy(target: String, refuse: usize) -> (String, std::sync::Ar
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_refused_for_its_session_is_sent_again() {
     use std::sync::atomic::Ordering;
-    let server = HttpPaged::start().await;
+    let server = HttpServer::paged().await;
     let (url, seen) = refusing_proxy(server.url.clone(), 1).await;
     let manager = start(vec![("paged", http(&url))], options());
     wait_ready(&manager, "paged").await;

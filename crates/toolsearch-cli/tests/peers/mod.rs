@@ -453,15 +453,10 @@ impl Drop for Service {
 /// `http://127.0.0.1:PORT/mcp`.
 pub fn start_everything_http() -> Service {
     let port = free_port();
-    let child = Command::new("node")
-        .arg(everything_js())
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("node must be on PATH to run server-everything");
-    let service = Service { child, port };
+    let service = Service {
+        child: spawn_everything_http(port),
+        port,
+    };
     wait_for_port(port, "server-everything");
     service
 }

@@ -115,16 +115,52 @@ pub fn free_port() -> u16 {
         .unwrap()
 }
 
-/// server-everything over Streamable HTTP on a free port; killed on drop.
-pub struct HttpEverything {
+/// An MCP server over Streamable HTTP at `http://127.0.0.1:PORT/mcp`; killed on drop.
+pub struct HttpServer {
     child: Child,
     port: u16,
     pub url: String,
 }
 
-impl HttpEverything {
-    pub async fn start() -> Self {
-        Self::start_on(free_port()).await
+impl HttpServer {
+    /// server-everything on a free port.
+    pub async fn everything() -> Self {
+        Self::everything_on(free_port()).await
+    }
+
+    /// server-everything on `port`.
+    pub async fn everything_on(port: u16) -> Self {
+        let child = spawn_everything_http(port);
+        Self::listening(child, port, "server-everything").await
+    }
+
+    /// The paged test server (tests/peers/paged_server.py), with an event store so that its
+    /// streams can be resumed.
+    pub async fn paged() -> Self {
+        let port = free_port();
+        let child = Command::new(venv_python())
+            .arg(paged_server_py())
+            .args(["http", &port.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("the test peers' Python must run paged_server.py");
+        Self::listening(child, port, "paged_server.py").await
+    }
+
+    async fn listening(child: Child, port: u16, what: &str) -> Self {
+        let server = Self {
+            child,
+            port,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        };
+        guard(&format!("waiting for {what} to listen"), async {
+            while TcpStream::connect(("127.0.0.1", port)).is_err() {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+        server
     }
 
     pub fn port(&self) -> u16 {
@@ -136,70 +172,9 @@ impl HttpEverything {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-
-    pub async fn start_on(port: u16) -> Self {
-        let child = Command::new("node")
-            .arg(everything_js())
-            .arg("streamableHttp")
-            .env("PORT", port.to_string())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("node must be on PATH to run server-everything");
-        let server = Self {
-            child,
-            port,
-            url: format!("http://127.0.0.1:{port}/mcp"),
-        };
-        guard("waiting for server-everything to listen", async {
-            while TcpStream::connect(("127.0.0.1", port)).is_err() {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-        .await;
-        server
-    }
 }
 
-/// The paged test server (tests/peers/paged_server.py) over Streamable HTTP, with an event store
-/// so that its streams can be resumed; killed on drop.
-pub struct HttpPaged {
-    child: Child,
-    pub url: String,
-}
-
-impl HttpPaged {
-    pub async fn start() -> Self {
-        let port = free_port();
-        let child = Command::new(venv_python())
-            .arg(paged_server_py())
-            .args(["http", &port.to_string()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("the test peers' Python must run paged_server.py");
-        let server = Self {
-            child,
-            url: format!("http://127.0.0.1:{port}/mcp"),
-        };
-        guard("waiting for paged_server.py to listen", async {
-            while TcpStream::connect(("127.0.0.1", port)).is_err() {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-        })
-        .await;
-        server
-    }
-}
-
-impl Drop for HttpPaged {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for HttpEverything {
+impl Drop for HttpServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
