@@ -114,7 +114,7 @@ pub(crate) struct HttpCalls {
 
 /// A call about to be posted here: where, and under which id.
 pub(crate) struct Prepared {
-    route: Route,
+    route: Arc<Route>,
     id: i64,
 }
 

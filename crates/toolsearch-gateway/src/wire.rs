@@ -107,7 +107,7 @@ pub(crate) struct GuardedHttpClient {
 /// authorization and the headers (the configured ones plus `MCP-Protocol-Version`). A call the
 /// gateway posts itself (`http_calls.rs`) goes out the same way.
 #[derive(Clone, Default)]
-pub(crate) struct RouteCapture(Arc<std::sync::Mutex<Option<Route>>>);
+pub(crate) struct RouteCapture(Arc<std::sync::Mutex<Option<Arc<Route>>>>);
 
 #[derive(Clone)]
 pub(crate) struct Route {
@@ -119,7 +119,7 @@ pub(crate) struct Route {
 
 impl RouteCapture {
     /// The route of the last post, once the session is set up (`None` before).
-    pub(crate) fn get(&self) -> Option<Route> {
+    pub(crate) fn get(&self) -> Option<Arc<Route>> {
         self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
@@ -148,12 +148,12 @@ impl RouteCapture {
                 && route.headers == *headers
         });
         if !same {
-            *current = Some(Route {
+            *current = Some(Arc::new(Route {
                 uri: uri.clone(),
                 session_id: session_id.clone(),
                 auth_header: auth_header.clone(),
                 headers: headers.clone(),
-            });
+            }));
         }
     }
 }
