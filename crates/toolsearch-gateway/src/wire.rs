@@ -109,7 +109,7 @@ pub(crate) struct GuardedHttpClient {
 #[derive(Clone, Default)]
 pub(crate) struct RouteCapture(Arc<std::sync::Mutex<Option<Arc<Route>>>>);
 
-#[derive(Clone)]
+/// One route of [`RouteCapture`].
 pub(crate) struct Route {
     pub(crate) uri: Arc<str>,
     pub(crate) session_id: Option<Arc<str>>,
