@@ -178,6 +178,7 @@ fn gateway_bench_json_report_has_the_documented_shape() {
     assert_eq!(report["preset"], "search");
     assert_eq!(report["sessions"], 3);
     assert_eq!(report["rest_clients"], 2);
+    assert_eq!(report["upstream"], "process", "{report}");
     for phase in [
         "mcp_search_one_session",
         "mcp_search_concurrent",
@@ -225,6 +226,82 @@ fn gateway_bench_json_report_has_the_documented_shape() {
     );
     let errors_met = &report["targets"][3]["met"];
     assert_eq!(errors_met, true);
+}
+
+/// The bench's upstream process serves its tools over MCP and ends when its stdin closes, so it
+/// never outlives a bench that ended without stopping it.
+#[test]
+fn the_bench_upstream_serves_until_its_stdin_closes() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+    let dir = peers::scratch("bench-upstream");
+    let tools = dir.file(
+        "tools.json",
+        r#"[{"name": "echo", "description": "Echo", "inputSchema": {"type": "object"}}]"#,
+    );
+    let mut child = peers::toolsearch()
+        .args(["bench", "upstream", "--tools"])
+        .arg(&tools)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("toolsearch starts");
+    let stderr = child.stderr.take().expect("stderr is piped");
+    let line = BufReader::new(stderr)
+        .lines()
+        .next()
+        .expect("a line")
+        .expect("readable");
+    let url = line
+        .split("listening on ")
+        .nth(1)
+        .unwrap_or_else(|| panic!("the first line names the address: {line}"))
+        .trim()
+        .to_string();
+    let plan = serde_json::json!([
+        {"op": "list"},
+        {"op": "call", "name": "echo", "arguments": {"text": "ping"}}
+    ]);
+    let report = peers::run_client_at("mcp_client.py", &url, &plan);
+    assert_eq!(
+        report["steps"][0]["names"],
+        serde_json::json!(["echo"]),
+        "{report}"
+    );
+    let answer = &report["steps"][1];
+    assert_eq!(answer["is_error"], false, "{report}");
+    assert_eq!(
+        answer["json"],
+        serde_json::json!({"text": "ping"}),
+        "{report}"
+    );
+    drop(child.stdin.take());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        if let Some(status) = child.try_wait().expect("waitable") {
+            assert!(status.success(), "{status}");
+            break;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the upstream still runs 30 s after its stdin closed");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn the_bench_upstream_refuses_a_file_that_is_not_a_tool_list() {
+    let dir = peers::scratch("bench-upstream-bad");
+    let tools = dir.file("tools.json", r#"{"tools": 3}"#);
+    let out = toolsearch(&["bench", "upstream", "--tools", tools.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("is not a JSON array of MCP tools"),
+        "{}",
+        stderr(&out)
+    );
 }
 
 #[test]

@@ -11,6 +11,9 @@ pub enum BenchCommand {
     /// The gateway on loopback: MCP search_tools latency (one session and many), REST search
     /// throughput, and what the gateway adds to a tool call.
     Gateway(super::bench_gateway::GatewayBenchArgs),
+    /// The upstream `bench gateway` runs as a process of its own.
+    #[command(hide = true)]
+    Upstream(super::bench_gateway::UpstreamArgs),
 }
 
 pub fn run(command: BenchCommand) -> Result<()> {
@@ -18,5 +21,6 @@ pub fn run(command: BenchCommand) -> Result<()> {
         BenchCommand::Tokens(args) => super::bench_tokens::run(args),
         BenchCommand::Search(args) => super::bench_search::run(args),
         BenchCommand::Gateway(args) => super::bench_gateway::run(args),
+        BenchCommand::Upstream(args) => super::bench_gateway::run_upstream(args),
     }
 }

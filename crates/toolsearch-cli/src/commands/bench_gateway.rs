@@ -1,8 +1,8 @@
 //! `toolsearch bench gateway`: the gateway as its clients see it, on loopback. An upstream MCP
-//! server runs in this process (Streamable HTTP, serving the catalog's tools and answering every
-//! call with its arguments); the gateway runs as a child process, `toolsearch serve` over that
-//! upstream, exactly as a user starts it; the clients are rmcp sessions and HTTP clients in this
-//! process. Measured, one after the other:
+//! server runs as a child process (`toolsearch bench upstream`: Streamable HTTP, serving the
+//! catalog's tools and answering every call with its arguments); the gateway runs as another,
+//! `toolsearch serve` over that upstream, exactly as a user starts it; the clients are rmcp
+//! sessions and HTTP clients in this process. Measured, one after the other:
 //!
 //! - `search_tools` over MCP (Streamable HTTP) from one session, one call after the other;
 //! - the same from `--sessions` sessions at once;
@@ -89,9 +89,22 @@ pub struct GatewayBenchArgs {
     /// concurrent measurements spread their sessions and REST clients over them round-robin.
     #[arg(long, default_value_t = 1)]
     replicas: usize,
+    /// Serve the upstream from this process, beside the clients, instead of from a process of
+    /// its own. A direct call then never leaves this process (client and server may even share
+    /// a thread), which no real upstream allows; kept to compare with figures measured so.
+    #[arg(long)]
+    upstream_in_process: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// `toolsearch bench upstream` (hidden): the bench's upstream as a process of its own.
+#[derive(Args)]
+pub struct UpstreamArgs {
+    /// JSON array of MCP tools to serve, as `toolsearch bench gateway` writes it.
+    #[arg(long)]
+    tools: PathBuf,
 }
 
 /// One measurement: what completed, what failed, and the latencies of the completed requests.
@@ -125,6 +138,8 @@ struct Report {
     state: &'static str,
     /// Gateway processes the concurrent measurements spread over.
     replicas: usize,
+    /// Where the upstream runs: `process` (its own) or `in-process` (beside the clients).
+    upstream: &'static str,
     /// `search_tools` over MCP, one session, one call after the other.
     mcp_search_one_session: Phase,
     /// `search_tools` over MCP from `sessions` sessions at once.
@@ -219,9 +234,22 @@ fn catalog(args: &GatewayBenchArgs) -> Result<Vec<Tool>> {
 async fn bench(args: &GatewayBenchArgs, tools: Vec<Tool>, queries: Vec<String>) -> Result<Report> {
     let tool_count = tools.len();
     let shutdown = CancellationToken::new();
-    let upstream = start_upstream(tools, shutdown.clone()).await?;
-    let upstream_url = format!("http://{upstream}/mcp");
     let scratch = Scratch::new()?;
+    let tools = tools.iter().map(mcp_tool).collect::<Result<Vec<_>>>()?;
+    let mut upstream_process = None;
+    let upstream = if args.upstream_in_process {
+        serve_upstream(tools, shutdown.clone()).await?
+    } else {
+        let file = scratch.path().join("upstream-tools.json");
+        std::fs::write(&file, serde_json::to_vec(&tools)?)
+            .with_context(|| format!("writing {}", file.display()))?;
+        let child =
+            Listening::start("the upstream", &["bench", "upstream", "--tools"], &file).await?;
+        let addr = child.addr;
+        upstream_process = Some(child);
+        addr
+    };
+    let upstream_url = format!("http://{upstream}/mcp");
     let config = scratch.path().join("gateway.toml");
     std::fs::write(
         &config,
@@ -230,7 +258,7 @@ async fn bench(args: &GatewayBenchArgs, tools: Vec<Tool>, queries: Vec<String>) 
     .with_context(|| format!("writing {}", config.display()))?;
     let mut gateways = Vec::with_capacity(args.replicas);
     for _ in 0..args.replicas {
-        match Gateway::start(&config).await {
+        match Listening::start_gateway(&config).await {
             Ok(gateway) => gateways.push(gateway),
             Err(e) => {
                 for mut gateway in gateways {
@@ -245,6 +273,9 @@ async fn bench(args: &GatewayBenchArgs, tools: Vec<Tool>, queries: Vec<String>) 
     let mut stopped = Ok(());
     for mut gateway in gateways {
         stopped = stopped.and(gateway.stop().await);
+    }
+    if let Some(mut upstream) = upstream_process {
+        stopped = stopped.and(upstream.stop().await);
     }
     shutdown.cancel();
     let report = outcome?;
@@ -273,7 +304,7 @@ fn toml_string(s: &str) -> String {
 
 async fn measure(
     args: &GatewayBenchArgs,
-    gateways: &[Gateway],
+    gateways: &[Listening],
     upstream_url: &str,
     tools: usize,
     queries: &[String],
@@ -366,6 +397,11 @@ async fn measure(
             "memory"
         },
         replicas: gateways.len(),
+        upstream: if args.upstream_in_process {
+            "in-process"
+        } else {
+            "process"
+        },
         mcp_search_one_session: one_session,
         mcp_search_concurrent: concurrent,
         sessions: args.sessions,
@@ -748,8 +784,10 @@ fn mcp_tool(tool: &Tool) -> Result<toolsearch_gateway::rmcp::model::Tool> {
 }
 
 /// Serves the upstream on 127.0.0.1 with the gateway's own listener, until `shutdown`.
-async fn start_upstream(tools: Vec<Tool>, shutdown: CancellationToken) -> Result<SocketAddr> {
-    let tools = tools.iter().map(mcp_tool).collect::<Result<Vec<_>>>()?;
+async fn serve_upstream(
+    tools: Vec<toolsearch_gateway::rmcp::model::Tool>,
+    shutdown: CancellationToken,
+) -> Result<SocketAddr> {
     let upstream = Upstream {
         tools: Arc::new(tools),
     };
@@ -774,6 +812,35 @@ async fn start_upstream(tools: Vec<Tool>, shutdown: CancellationToken) -> Result
         }
     });
     Ok(addr)
+}
+
+/// `toolsearch bench upstream`: serves the tools of `--tools` until its stdin closes (the bench
+/// holds it open, so the upstream ends with the bench however the bench ends).
+pub fn run_upstream(args: UpstreamArgs) -> Result<()> {
+    let text =
+        std::fs::read(&args.tools).with_context(|| format!("reading {}", args.tools.display()))?;
+    let tools: Vec<toolsearch_gateway::rmcp::model::Tool> = serde_json::from_slice(&text)
+        .with_context(|| {
+            format!(
+                "{} is not a JSON array of MCP tools; it is written by `toolsearch bench gateway`",
+                args.tools.display()
+            )
+        })?;
+    // The runtime `#[tokio::main]` gives an rmcp server: one worker per core.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let shutdown = CancellationToken::new();
+        let addr = serve_upstream(tools, shutdown.clone()).await?;
+        eprintln!("{UPSTREAM_LISTENING}{addr}/mcp");
+        let mut stdin = tokio::io::stdin();
+        let mut sink = tokio::io::sink();
+        let _ = tokio::io::copy(&mut stdin, &mut sink).await;
+        shutdown.cancel();
+        Ok(())
+    })
 }
 
 /// A scratch directory for the gateway's config, removed on drop.
@@ -804,36 +871,54 @@ impl Drop for Scratch {
     }
 }
 
-/// The gateway under test: `toolsearch serve` as a child process.
-struct Gateway {
+/// A child process of this program that serves HTTP on loopback: the gateway under test
+/// (`toolsearch serve`) or the upstream (`toolsearch bench upstream`).
+struct Listening {
+    /// What it is, for messages.
+    what: &'static str,
     child: Child,
     addr: SocketAddr,
     stderr: Arc<Mutex<VecDeque<String>>>,
 }
 
-impl Gateway {
-    async fn start(config: &Path) -> Result<Self> {
-        let exe = std::env::current_exe().context("finding this program to run the gateway")?;
+impl Listening {
+    async fn start_gateway(config: &Path) -> Result<Self> {
+        Self::start(
+            "the gateway",
+            &[
+                "serve",
+                "--http",
+                "127.0.0.1:0",
+                "--wait-for-upstreams",
+                // The gateway's own cost, searching by words: hybrid search adds one query
+                // embedding per new query, measured apart (docs/BENCHMARKS.md, Hybrid search).
+                "--no-semantic",
+                "--config",
+            ],
+            config,
+        )
+        .await
+    }
+
+    /// Runs this program with `args` and then `file`, and waits for the line naming its address.
+    async fn start(what: &'static str, args: &[&str], file: &Path) -> Result<Self> {
+        let exe = std::env::current_exe().context("finding this program to run the bench")?;
         let mut child = tokio::process::Command::new(&exe)
-            .arg("serve")
-            .arg("--config")
-            .arg(config)
-            .args(["--http", "127.0.0.1:0", "--wait-for-upstreams"])
-            // The gateway's own cost, searching by words: hybrid search adds one query embedding
-            // per new query, measured apart (docs/BENCHMARKS.md, Hybrid search).
-            .arg("--no-semantic")
+            .args(args)
+            .arg(file)
             // The bench's clients send no token: its gateway is its own, on loopback.
             .env_remove(toolsearch_gateway::rest::TOKENS_ENV)
-            .stdin(Stdio::null())
+            // Held open until the bench ends; the upstream stops when it closes.
+            .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
-            .with_context(|| format!("starting {} serve", exe.display()))?;
+            .with_context(|| format!("starting {} {}", exe.display(), args.join(" ")))?;
         let stderr = child
             .stderr
             .take()
-            .ok_or_else(|| anyhow!("the gateway's stderr is not a pipe"))?;
+            .ok_or_else(|| anyhow!("{what}'s stderr is not a pipe"))?;
         let kept = Arc::new(Mutex::new(VecDeque::new()));
         let mut lines = BufReader::new(stderr).lines();
         let listening = tokio::time::timeout(STARTUP_TIMEOUT, async {
@@ -855,22 +940,24 @@ impl Gateway {
                 } else {
                     "exited before listening".to_string()
                 };
-                bail!("the gateway {why}; its stderr:\n{}", tail(&kept));
+                bail!("{what} {why}; its stderr:\n{}", tail(&kept));
             }
         };
         tokio::spawn(drain(lines, kept.clone()));
         Ok(Self {
+            what,
             child,
             addr,
             stderr: kept,
         })
     }
 
-    /// Stops the gateway; an error when it had already exited.
+    /// Stops the process; an error when it had already exited.
     async fn stop(&mut self) -> Result<()> {
         if let Ok(Some(status)) = self.child.try_wait() {
             bail!(
-                "the gateway exited during the benchmark ({status}); its stderr:\n{}",
+                "{} exited during the benchmark ({status}); its stderr:\n{}",
+                self.what,
                 tail(&self.stderr)
             );
         }
@@ -880,9 +967,15 @@ impl Gateway {
     }
 }
 
-/// The address in the gateway's "listening on http://ADDR/mcp" line.
+/// What the upstream process writes before its address.
+const UPSTREAM_LISTENING: &str = "bench upstream listening on http://";
+
+/// The address in the gateway's "MCP gateway listening on http://ADDR/mcp" line, or in the
+/// upstream's.
 fn listening_addr(line: &str) -> Option<SocketAddr> {
-    let rest = line.split("MCP gateway listening on http://").nth(1)?;
+    let rest = ["MCP gateway listening on http://", UPSTREAM_LISTENING]
+        .iter()
+        .find_map(|marker| line.split(marker).nth(1))?;
     rest.split('/').next()?.parse().ok()
 }
 
@@ -975,6 +1068,10 @@ mod tests {
             Some("127.0.0.1:40123".parse().unwrap())
         );
         assert_eq!(listening_addr("2026 WARN something else"), None);
+        assert_eq!(
+            listening_addr(&format!("{UPSTREAM_LISTENING}127.0.0.1:40124/mcp")),
+            Some("127.0.0.1:40124".parse().unwrap())
+        );
     }
 
     #[test]
@@ -1033,6 +1130,7 @@ mod tests {
             max_seconds: 1.0,
             redis: None,
             replicas: 1,
+            upstream_in_process: false,
             json: true,
         };
         let tools = catalog(&args).unwrap();
