@@ -248,17 +248,12 @@ fn the_bench_upstream_serves_until_its_stdin_closes() {
         .spawn()
         .expect("toolsearch starts");
     let stderr = child.stderr.take().expect("stderr is piped");
-    let line = BufReader::new(stderr)
-        .lines()
-        .next()
-        .expect("a line")
-        .expect("readable");
-    let url = line
-        .split("listening on ")
-        .nth(1)
-        .unwrap_or_else(|| panic!("the first line names the address: {line}"))
-        .trim()
-        .to_string();
+    let mut lines = BufReader::new(stderr).lines();
+    let url = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|line| Some(line.split("listening on ").nth(1)?.trim().to_string()))
+        .expect("a line names the address before stderr ends");
     let plan = serde_json::json!([
         {"op": "list"},
         {"op": "call", "name": "echo", "arguments": {"text": "ping"}}
