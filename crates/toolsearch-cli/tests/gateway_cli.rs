@@ -487,15 +487,18 @@ fn deep_answers_over_streamable_http_are_refused_with_a_reason() {
         Transport::Stdio,
         &config,
         &json!([
+            // Both upstreams connect after the client's listener opens: each is waited for.
+            {"op": "call_until_ok", "name": "call_tool", "arguments": {"name": "faulty___sibling_beta", "arguments": {"x": "b"}}},
+            {"op": "call_until_ok", "name": "call_tool", "arguments": {"name": "faultyjson___sibling_alpha", "arguments": {"x": "a"}}},
             {"op": "call", "name": "search_tools", "arguments": {"query": "good sibling echoes", "limit": 20}},
-            {"op": "call", "name": "call_tool", "arguments": {"name": "faulty___sibling_beta", "arguments": {"x": "b"}}},
             {"op": "call", "name": "call_tool", "arguments": {"name": "faulty___deep_result", "arguments": {}}},
             {"op": "call", "name": "call_tool", "arguments": {"name": "faultyjson___deep_result", "arguments": {}}},
-            {"op": "call", "name": "call_tool", "arguments": {"name": "faultyjson___sibling_alpha", "arguments": {"x": "a"}}},
             {"op": "call", "name": "search_tools", "arguments": {"query": "schema nests too deep", "limit": 50}}
         ]),
     );
-    let siblings = found(step(&report, 0));
+    assert_eq!(step(&report, 0)["text"], "sibling_beta: b");
+    assert_eq!(step(&report, 1)["text"], "sibling_alpha: a");
+    let siblings = found(step(&report, 2));
     for name in [
         "faulty___sibling_alpha",
         "faulty___sibling_beta",
@@ -503,10 +506,9 @@ fn deep_answers_over_streamable_http_are_refused_with_a_reason() {
     ] {
         assert!(siblings.contains(&name.to_string()), "{name}: {siblings:?}");
     }
-    assert_eq!(step(&report, 1)["text"], "sibling_beta: b");
     for (i, says) in [
-        (2, "the answer of server `faulty` nests 252 levels deep, more than the 100 the gateway reads"),
-        (3, "the answer of server `faultyjson` nests more than 128 levels deep, more than the gateway reads"),
+        (3, "the answer of server `faulty` nests 252 levels deep, more than the 100 the gateway reads"),
+        (4, "the answer of server `faultyjson` nests more than 128 levels deep, more than the gateway reads"),
     ] {
         let deep = step(&report, i);
         assert_eq!(deep["is_error"], true, "{deep}");
@@ -514,7 +516,6 @@ fn deep_answers_over_streamable_http_are_refused_with_a_reason() {
         assert!(text.contains(says), "{deep}");
         assert!(!text.contains("did not answer"), "not a timeout: {deep}");
     }
-    assert_eq!(step(&report, 4)["text"], "sibling_alpha: a");
     let deep_schema: Vec<String> = found(step(&report, 5))
         .into_iter()
         .filter(|name| name.ends_with("deep_schema"))

@@ -81,6 +81,9 @@ async def main_http(json_response):
     app = server.streamable_http_app(json_response=json_response)
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
+    # Listening before the port is told: a client that connects at once queues in the backlog
+    # instead of being refused while the server starts.
+    sock.listen(128)
     print(sock.getsockname()[1], flush=True)
     config = uvicorn.Config(app, log_level="warning")
     await uvicorn.Server(config).serve(sockets=[sock])
