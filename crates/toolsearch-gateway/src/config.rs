@@ -301,6 +301,26 @@ pub enum Transport {
 }
 
 impl ServerConfig {
+    /// Whether this entry starts a toolsearch gateway: a word of its command line (the command,
+    /// an argument, or a word of a shell `-c` string) names the `toolsearch` program (`toolsearch`,
+    /// `toolsearch.exe`, `toolsearch-cli` as in `cargo run -p toolsearch-cli`, or this very
+    /// executable's path), and a later word is `serve`. A gateway started by a gateway is refused,
+    /// so such an entry is left out of imported files and refused on the gateway's own config.
+    pub fn runs_toolsearch(&self) -> bool {
+        let Some(command) = &self.command else {
+            return false;
+        };
+        let words: Vec<&str> = std::iter::once(command.as_str())
+            .chain(self.args.iter().map(String::as_str))
+            .flat_map(str::split_whitespace)
+            .collect();
+        let current = std::env::current_exe().ok();
+        words
+            .iter()
+            .position(|word| names_toolsearch(word, current.as_deref()))
+            .is_some_and(|at| words[at + 1..].iter().any(|w| *w == "serve"))
+    }
+
     /// The transport this entry describes, or why it describes none.
     pub fn transport(&self) -> Result<Transport, InvalidServerEntry> {
         self.checked_transport().map_err(InvalidServerEntry)
@@ -372,6 +392,27 @@ impl ServerConfig {
                 cwd: self.cwd.clone(),
             })
         }
+    }
+}
+
+/// Whether one word of a command line names the toolsearch program.
+fn names_toolsearch(word: &str, current_exe: Option<&Path>) -> bool {
+    let word = word.trim_matches(|c| c == '"' || c == '\'');
+    // Both separators, so that a Windows path in a file read on Unix is recognised too.
+    let name = word.rsplit(['/', '\\']).next().unwrap_or(word);
+    let name = name.strip_suffix(".exe").unwrap_or(name);
+    if matches!(name, "toolsearch" | "toolsearch-cli") {
+        return true;
+    }
+    let path = Path::new(word);
+    current_exe.is_some_and(|exe| path.is_absolute() && same_file(path, exe))
+}
+
+/// Whether two paths name one file (after following links); false when either cannot be read.
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
     }
 }
 
@@ -1007,6 +1048,51 @@ mod tests {
     }
     fn json(text: &str) -> Result<GatewayConfig, ConfigError> {
         GatewayConfig::parse(text, Format::Json, "claude_desktop_config.json")
+    }
+
+    #[test]
+    fn an_entry_that_starts_a_gateway_is_recognised() {
+        let entry = |command: &str, args: &[&str]| ServerConfig {
+            command: Some(command.into()),
+            args: args.iter().map(|a| a.to_string()).collect(),
+            ..ServerConfig::default()
+        };
+        for (command, args) in [
+            (
+                "toolsearch",
+                &["serve", "--stdio", "--config", "a.json"][..],
+            ),
+            (
+                "/usr/local/bin/toolsearch",
+                &["--log", "debug", "serve"][..],
+            ),
+            ("C:\\bin\\toolsearch.exe", &["serve"][..]),
+            (
+                "cargo",
+                &["run", "-p", "toolsearch-cli", "--", "serve", "--stdio"][..],
+            ),
+            ("sh", &["-c", "exec toolsearch serve --stdio"][..]),
+            ("env", &["FOO=1", "toolsearch", "serve"][..]),
+        ] {
+            assert!(entry(command, args).runs_toolsearch(), "{command} {args:?}");
+        }
+        let exe = std::env::current_exe().unwrap();
+        assert!(entry(&exe.display().to_string(), &["serve"]).runs_toolsearch());
+        for (command, args) in [
+            ("toolsearch", &["search", "--catalog", "x.json"][..]),
+            (
+                "npx",
+                &["-y", "@modelcontextprotocol/server-everything"][..],
+            ),
+            ("serve", &["toolsearch"][..]),
+            ("mytoolsearch", &["serve"][..]),
+        ] {
+            assert!(
+                !entry(command, args).runs_toolsearch(),
+                "{command} {args:?}"
+            );
+        }
+        assert!(!ServerConfig::default().runs_toolsearch());
     }
 
     #[test]
