@@ -175,6 +175,22 @@ pub struct SearchResults {
     /// When nothing matched: the nearest names, or the categories or servers to refine with.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fallback: Option<Fallback>,
+    /// Servers not ready now, whose tools a search may lack.
+    // Only servers in the caller's scope: a miss while one starts is not the query's fault.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub servers_not_ready: Vec<ServerNotReady>,
+}
+
+/// A server a search may be missing tools of, because it is not ready.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerNotReady {
+    pub server: String,
+    // `starting, attempt 1`, `restarting in 4s: ...`, `failed after 3 attempts: ...`.
+    pub state: String,
+    /// False while it has never been ready.
+    // True when its tools are in the catalog from an earlier start.
+    pub searchable: bool,
 }
 
 /// Every category with its tool count.
@@ -214,6 +230,78 @@ pub struct CategoryTools {
 pub trait ServerStatus: Send + Sync {
     /// The server's state when it is not ready (`restarting in 4s: ...`), `None` when it is.
     fn unavailable(&self, server: &str) -> Option<String>;
+
+    /// Every server that is not ready, with its state, in a stable order. A status that knows
+    /// only of tools in the catalog may leave it empty.
+    fn not_ready(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+
+    /// Whether some server is still on its first start, so that the catalog is not yet all it
+    /// will be.
+    fn settling(&self) -> bool {
+        false
+    }
+}
+
+/// Marks the tools whose server is down and says which servers in `scope` a search may be
+/// missing; when nothing matched and some of them have never been ready, the message says to
+/// search again once they are, rather than to refine the query.
+pub fn note_server_status(
+    results: &mut SearchResults,
+    status: &dyn ServerStatus,
+    engine: &SearchEngine,
+    scope: &Scope,
+) {
+    mark_unavailable(&mut results.page.tools, status);
+    results.servers_not_ready = status
+        .not_ready()
+        .into_iter()
+        .filter(|(server, _)| scope_reaches_server(scope, server, engine.naming().separator()))
+        .map(|(server, state)| ServerNotReady {
+            searchable: !engine.catalog().server_tools(&server).is_empty(),
+            server,
+            state,
+        })
+        .collect();
+    let missing: Vec<String> = results
+        .servers_not_ready
+        .iter()
+        .filter(|s| !s.searchable)
+        .map(|s| format!("{} ({})", s.server, s.state))
+        .collect();
+    if missing.is_empty() {
+        return;
+    }
+    let missing = missing.join(", ");
+    results.message = Some(if results.page.tools.is_empty() {
+        format!(
+            "No tool matched among the servers that are ready. Not searchable yet: {missing}. Search again once they are ready (see serversNotReady)."
+        )
+    } else {
+        format!(
+            "Results cover the servers that are ready. Not searchable yet: {missing}; search again once they are ready if nothing here fits."
+        )
+    });
+}
+
+/// Whether `scope` may see a tool of `server`: a scoped caller hears only of its servers. A
+/// pattern without a server part reaches every server when it names a bare tool, and the server
+/// its public name starts with otherwise.
+fn scope_reaches_server(scope: &Scope, server: &str, separator: &str) -> bool {
+    let Some(patterns) = scope.patterns() else {
+        return true;
+    };
+    patterns.iter().any(|pattern| {
+        let raw = pattern.as_str().trim();
+        if raw.contains(':') {
+            return pattern.matches_server(server);
+        }
+        match raw.split_once(separator) {
+            Some((prefix, _)) => NamePattern::server(prefix).matches_server(server),
+            None => true,
+        }
+    })
 }
 
 /// Marks the tools whose server `status` reports down: `available: false` and the state.
@@ -292,6 +380,7 @@ fn results(
         page,
         message,
         fallback: response.fallback,
+        servers_not_ready: Vec::new(),
     }
 }
 

@@ -440,3 +440,48 @@ fn reveals_made_under_a_wider_scope_are_not_shown_under_a_narrower_one() {
     );
     assert_eq!(tools().len(), 18);
 }
+
+/// Servers that are not ready: `files` was ready once (its tools are indexed), `mail` has never
+/// started, `secret` is outside every scope below.
+struct Starting;
+
+impl ServerStatus for Starting {
+    fn unavailable(&self, server: &str) -> Option<String> {
+        matches!(server, "files" | "mail" | "secret").then(|| "starting, attempt 1".to_string())
+    }
+
+    fn not_ready(&self) -> Vec<(String, String)> {
+        ["files", "mail", "secret"]
+            .map(|s| (s.to_string(), "starting, attempt 1".to_string()))
+            .to_vec()
+    }
+}
+
+#[test]
+fn a_search_names_the_servers_not_ready_in_its_scope_and_does_not_blame_the_query() {
+    let engine = engine();
+    let scope = scope_of(&["files:*", "mail:*"]);
+    let args = SearchArgs::new("zzz nothing like this");
+    let mut results = contract::search(&engine, &args, &options(&scope)).unwrap();
+    assert!(results.page.tools.is_empty());
+    contract::note_server_status(&mut results, &Starting, &engine, &scope);
+    let servers: Vec<(&str, bool)> = results
+        .servers_not_ready
+        .iter()
+        .map(|s| (s.server.as_str(), s.searchable))
+        .collect();
+    // `secret` is outside the scope, so this caller does not hear of it.
+    assert_eq!(servers, [("files", true), ("mail", false)]);
+    let message = results.message.clone().unwrap();
+    assert!(
+        message.contains("Not searchable yet: mail (starting, attempt 1)"),
+        "{message}"
+    );
+    assert!(!message.contains("Refine"), "{message}");
+
+    // With every server ready the answer is the ordinary one.
+    let mut ready = contract::search(&engine, &args, &options(&scope)).unwrap();
+    contract::note_server_status(&mut ready, &Down("none"), &engine, &scope);
+    assert!(ready.servers_not_ready.is_empty());
+    assert!(ready.message.unwrap().contains("Refine the query"));
+}

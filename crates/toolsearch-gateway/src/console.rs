@@ -242,7 +242,7 @@ async fn search(
         let started = Instant::now();
         let mut results = contract::search(&engine, &args, &options)?;
         let elapsed = started.elapsed();
-        contract::mark_unavailable(&mut results.page.tools, status.as_ref());
+        contract::note_server_status(&mut results, status.as_ref(), &engine, &options.scope);
         let mut signals = serde_json::Map::new();
         for signal in [SearchMode::Keyword, SearchMode::Semantic] {
             let mut alone = args.clone();

@@ -704,7 +704,8 @@ impl Disclosure {
         }
     }
 
-    /// Runs a search through the contract and marks tools whose server is down.
+    /// Runs a search through the contract; marks tools whose server is down and names the
+    /// servers that are not ready.
     fn run_search(
         &self,
         args: &SearchArgs,
@@ -712,7 +713,9 @@ impl Disclosure {
         engine: &SearchEngine,
     ) -> Result<SearchResults> {
         let mut results = contract::search(engine, args, options)?;
-        self.mark_unavailable(&mut results.page.tools);
+        if let Some(status) = &self.status {
+            contract::note_server_status(&mut results, status.as_ref(), engine, &options.scope);
+        }
         Ok(results)
     }
 

@@ -75,7 +75,7 @@ pub(crate) async fn search_tools(
         let mut results = contract::search(engine, &args, &options)?;
         let elapsed = started.elapsed();
         if let Some(status) = &status {
-            contract::mark_unavailable(&mut results.page.tools, status.as_ref());
+            contract::note_server_status(&mut results, status.as_ref(), engine, grant.scope());
         }
         tracing::debug!(target: "rest", total = results.page.total_matches, returned = results.page.returned, "search_tools");
         if let Some(observer) = &observer {
@@ -150,5 +150,57 @@ pub(crate) async fn status(
         }
     }
     .map_err(|e| ApiError::Internal(format!("cannot write the status: {e}")))?;
-    Ok(Json(serde_json::json!({ "search": search })))
+    let (ready, upstreams) = upstream_readiness(&state);
+    let mut search = search;
+    // Every tool has its vector, but the catalog is not yet all it will be.
+    if !ready && search.get("state").and_then(|s| s.as_str()) == Some("ready") {
+        search["state"] = serde_json::json!("waitingForUpstreams");
+    }
+    Ok(Json(serde_json::json!({
+        "state": if ready { "ready" } else { "starting" },
+        "upstreams": upstreams,
+        "search": search,
+    })))
+}
+
+/// Whether the upstreams' first starts have settled, and the servers that are not ready with
+/// their states (none for a REST API over a catalog file).
+fn upstream_readiness(state: &RestState) -> (bool, serde_json::Value) {
+    let Some(status) = &state.status else {
+        return (true, serde_json::json!({ "notReady": [] }));
+    };
+    let not_ready: Vec<serde_json::Value> = status
+        .not_ready()
+        .into_iter()
+        .map(|(server, state)| serde_json::json!({ "server": server, "state": state }))
+        .collect();
+    (
+        !status.settling(),
+        serde_json::json!({ "notReady": not_ready }),
+    )
+}
+
+/// `GET /healthz`: the process is alive and serving.
+pub(crate) async fn healthz() -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "status": "ok" }))
+}
+
+/// `GET /readyz`: 200 once every upstream's first start has settled (ready, failed, or out of
+/// its startup time), 503 with the servers still starting before.
+pub(crate) async fn readyz(State(state): State<RestState>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let (ready, upstreams) = upstream_readiness(&state);
+    if ready {
+        (
+            axum::http::StatusCode::OK,
+            Json(serde_json::json!({ "status": "ready", "upstreams": upstreams })),
+        )
+            .into_response()
+    } else {
+        (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({ "status": "starting", "upstreams": upstreams })),
+        )
+            .into_response()
+    }
 }

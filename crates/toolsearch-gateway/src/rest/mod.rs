@@ -43,14 +43,21 @@ pub const LIST_CATEGORIES_PATH: &str = "/api/mcp-standard/list_categories";
 pub const TOOLS_BY_CATEGORY_PATH: &str = "/api/mcp-standard/get_tools_by_category";
 pub const OPENAPI_PATH: &str = "/api/openapi.json";
 pub const STATUS_PATH: &str = "/api/status";
+/// Liveness: the process answers. No token, no catalog data.
+pub const HEALTHZ_PATH: &str = "/healthz";
+/// Readiness: the upstreams' first starts have settled (503 with the pending servers before).
+/// No token, no catalog data.
+pub const READYZ_PATH: &str = "/readyz";
 
 /// Every route the API serves, as (method, path).
-pub const ROUTES: [(&str, &str); 5] = [
+pub const ROUTES: [(&str, &str); 7] = [
     ("POST", SEARCH_TOOLS_PATH),
     ("POST", LIST_CATEGORIES_PATH),
     ("POST", TOOLS_BY_CATEGORY_PATH),
     ("GET", OPENAPI_PATH),
     ("GET", STATUS_PATH),
+    ("GET", HEALTHZ_PATH),
+    ("GET", READYZ_PATH),
 ];
 
 /// What the handlers share. Cheap to clone.
@@ -175,6 +182,8 @@ pub fn routes(state: RestState) -> Router {
             OPENAPI_PATH,
             with_405(get(|| async { Json(openapi::document()) }), "GET"),
         )
+        .route(HEALTHZ_PATH, with_405(get(handlers::healthz), "GET"))
+        .route(READYZ_PATH, with_405(get(handlers::readyz), "GET"))
         .merge(api)
         .layer(DefaultBodyLimit::max(state.max_body_bytes))
         .with_state(state)

@@ -10,7 +10,8 @@ use toolsearch_core::{output_schema_for, schema_for};
 
 use super::error::ApiError;
 use super::{
-    LIST_CATEGORIES_PATH, OPENAPI_PATH, SEARCH_TOOLS_PATH, STATUS_PATH, TOOLS_BY_CATEGORY_PATH,
+    HEALTHZ_PATH, LIST_CATEGORIES_PATH, OPENAPI_PATH, READYZ_PATH, SEARCH_TOOLS_PATH, STATUS_PATH,
+    TOOLS_BY_CATEGORY_PATH,
 };
 
 fn error_response(description: &str) -> Value {
@@ -102,11 +103,31 @@ pub fn document() -> Value {
             }},
             STATUS_PATH: {"get": {
                 "operationId": "status",
-                "summary": "Where search stands: the default mode, the embedding model, tools embedded",
-                "description": "`state` is `off` (semantic search turned off), `loading` (the model is being loaded or installed), `embedding` (hybrid over the tools embedded so far), `ready` (every tool has its vector) or `unavailable` (no model: keyword search; `error` says why).",
+                "summary": "Where the gateway and search stand: upstreams, the default mode, the embedding model, tools embedded",
+                "description": "Top-level `state` is `starting` until every upstream's first start has settled (ready, failed, or out of its startup time), then `ready`; `upstreams.notReady` lists the servers that are not ready with their states. `search.state` is `off` (semantic search turned off), `loading` (the model is being loaded or installed), `embedding` (hybrid over the tools embedded so far), `waitingForUpstreams` (every tool so far has its vector, but upstreams are still starting), `ready` (every tool has its vector) or `unavailable` (no model: keyword search; `error` says why).",
                 "responses": common_errors(json!({
                     "200": ok("StatusResponse", "The search status")
                 }))
+            }},
+            HEALTHZ_PATH: {"get": {
+                "operationId": "healthz",
+                "summary": "Liveness: the process is serving",
+                "security": [],
+                "responses": {
+                    "200": ok("Health", "Alive"),
+                    "405": error_response("Wrong HTTP method")
+                }
+            }},
+            READYZ_PATH: {"get": {
+                "operationId": "readyz",
+                "summary": "Readiness: every upstream's first start has settled",
+                "description": "200 once every upstream's first start has settled (ready, failed, or out of `supervisor.startupTimeoutSecs`); 503 while some are still starting. Both list the servers that are not ready. Holds no catalog data.",
+                "security": [],
+                "responses": {
+                    "200": ok("Readiness", "First starts settled"),
+                    "503": ok("Readiness", "Upstreams still starting"),
+                    "405": error_response("Wrong HTTP method")
+                }
             }},
             OPENAPI_PATH: {"get": {
                 "operationId": "openapi",
@@ -133,15 +154,47 @@ pub fn document() -> Value {
                 "SearchToolsResponse": output_schema_for::<SearchResults>(),
                 "ListCategoriesResponse": output_schema_for::<CategoryList>(),
                 "ToolsByCategoryResponse": output_schema_for::<CategoryTools>(),
+                "Health": {
+                    "type": "object",
+                    "required": ["status"],
+                    "properties": {"status": {"const": "ok"}}
+                },
+                "Upstreams": {
+                    "type": "object",
+                    "required": ["notReady"],
+                    "properties": {
+                        "notReady": {
+                            "type": "array",
+                            "items": {
+                                "type": "object",
+                                "required": ["server", "state"],
+                                "properties": {
+                                    "server": {"type": "string"},
+                                    "state": {"type": "string"}
+                                }
+                            }
+                        }
+                    }
+                },
+                "Readiness": {
+                    "type": "object",
+                    "required": ["status", "upstreams"],
+                    "properties": {
+                        "status": {"enum": ["ready", "starting"]},
+                        "upstreams": {"$ref": "#/components/schemas/Upstreams"}
+                    }
+                },
                 "StatusResponse": {
                     "type": "object",
-                    "required": ["search"],
+                    "required": ["state", "upstreams", "search"],
                     "properties": {
+                        "state": {"enum": ["starting", "ready"]},
+                        "upstreams": {"$ref": "#/components/schemas/Upstreams"},
                         "search": {
                             "type": "object",
                             "required": ["state", "defaultMode", "ready", "total"],
                             "properties": {
-                                "state": {"enum": ["off", "loading", "embedding", "ready", "unavailable"]},
+                                "state": {"enum": ["off", "loading", "embedding", "waitingForUpstreams", "ready", "unavailable"]},
                                 "error": {"type": "string"},
                                 "defaultMode": {"enum": ["hybrid", "keyword"]},
                                 "model": {"type": ["string", "null"]},
