@@ -796,3 +796,216 @@ fn prompts_list_changed_reaches_the_client_over_stdio() {
 fn prompts_list_changed_reaches_the_client_over_http() {
     prompts_list_changed_session(Transport::Http);
 }
+
+/// The README's `examples/gateway.toml` as a new user runs it, with a client that connects the
+/// moment the gateway can be reached and lists its tools once: that one list already holds the
+/// search surface, and a search finds a tool of each of the example's three upstreams.
+fn readme_example_session(transport: Transport) {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/gateway.toml");
+    let report = run_client(
+        transport,
+        &example,
+        json!([
+            {"op": "list"},
+            {"op": "call", "name": "search_tools", "arguments": {"query": "echo a message back"}},
+            {"op": "call", "name": "search_tools", "arguments": {"query": "create entities in the knowledge graph"}},
+            {"op": "call", "name": "search_tools", "arguments": {"query": "read the contents of a file"}},
+            {"op": "list_changed"}
+        ]),
+    );
+    let instructions = report["initialize"]["instructions"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        !instructions.contains("All 0 tools"),
+        "the instructions describe an empty catalog: {instructions}"
+    );
+    let listed = names(step(&report, 0));
+    assert!(
+        listed.contains(&"search_tools".to_string()) && listed.contains(&"call_tool".to_string()),
+        "the first tools/list lacks the search surface: {listed:?}"
+    );
+    assert!(found(step(&report, 1)).contains(&"everything___echo".to_string()));
+    for (index, server) in [(2, "memory___"), (3, "filesystem___")] {
+        let search = step(&report, index);
+        assert!(
+            found(search).iter().any(|name| name.starts_with(server)),
+            "no {server} tool found: {search}"
+        );
+        assert!(search["json"].get("serversNotReady").is_none(), "{search}");
+    }
+    assert_eq!(
+        step(&report, 4)["list_changed"],
+        0,
+        "the list never changed"
+    );
+}
+
+#[test]
+fn readme_example_shows_the_search_surface_at_once_over_stdio() {
+    readme_example_session(Transport::Stdio);
+}
+
+#[test]
+fn readme_example_shows_the_search_surface_at_once_over_http() {
+    readme_example_session(Transport::Http);
+}
+
+/// server-everything behind a shell that, on its first start only, sleeps `first_sleep_secs`
+/// before it starts the server.
+fn slow_first_start(dir: &Path, first_sleep_secs: u32) -> String {
+    let mark = dir.join("started-once");
+    let script = format!(
+        "if [ ! -e '{mark}' ]; then : > '{mark}'; sleep {first_sleep_secs}; fi; exec node '{everything}' stdio",
+        mark = mark.display(),
+        everything = everything_js(),
+    );
+    format!(
+        "[mcpServers.everything]\ncommand = \"sh\"\nargs = [\"-c\", {}]",
+        toml_str(&script)
+    )
+}
+
+/// An upstream whose first start outlasts `supervisor.startupTimeoutSecs` joins on its second:
+/// the first tools/list (answered once the first starts settled) lacks it, the client then
+/// receives tools/list_changed, and its re-list shows the change: the upstream's own tools
+/// while the catalog is under the threshold, or the switch to the search surface past it.
+fn late_upstream_session(transport: Transport, threshold: usize) {
+    let dir = scratch();
+    let everything = slow_first_start(&dir, 30);
+    let config = config(
+        &dir,
+        &everything,
+        "",
+        "", // the threshold below
+    );
+    let text = std::fs::read_to_string(&config).unwrap().replace(
+        "threshold = 5",
+        &format!("preset = \"search\"\nthreshold = {threshold}"),
+    );
+    let text = text.replace("[supervisor]\n", "[supervisor]\nstartupTimeoutSecs = 5\n");
+    std::fs::write(&config, text).unwrap();
+    let report = run_client(
+        transport,
+        &config,
+        json!([
+            {"op": "list"},
+            {"op": "wait_list_changed"},
+            {"op": "list"},
+            {"op": "call", "name": "call_tool", "arguments": {"name": "everything___echo", "arguments": {"message": "joined"}}}
+        ]),
+    );
+    let first = names(step(&report, 0));
+    assert!(
+        first.contains(&"time___get_current_time".to_string()),
+        "{first:?}"
+    );
+    assert!(
+        !first.iter().any(|n| n.starts_with("everything___")),
+        "{first:?}"
+    );
+    assert!(!first.contains(&"search_tools".to_string()), "{first:?}");
+    assert!(step(&report, 1)["list_changed"].as_u64().unwrap() >= 1);
+    let again = names(step(&report, 2));
+    if threshold >= 100 {
+        assert!(
+            again.contains(&"everything___echo".to_string()),
+            "{again:?}"
+        );
+    } else {
+        assert!(
+            again.contains(&"search_tools".to_string()) && again.contains(&"call_tool".to_string()),
+            "{again:?}"
+        );
+    }
+    assert_eq!(step(&report, 3)["text"], "Echo: joined", "{report}");
+}
+
+#[test]
+fn a_late_upstream_joins_with_list_changed_over_stdio() {
+    late_upstream_session(Transport::Stdio, 100);
+}
+
+#[test]
+fn a_late_upstream_switches_to_search_with_list_changed_over_http() {
+    late_upstream_session(Transport::Http, 5);
+}
+
+/// `/healthz` answers at once; `/readyz`, `/api/status` and searches say that an upstream is
+/// still starting until its first start settles, then that everything is ready.
+#[test]
+fn readiness_probes_and_searches_know_the_catalog_is_incomplete() {
+    let dir = scratch();
+    let config = config(&dir, &slow_first_start(&dir, 4), "", "");
+    let gateway = peers::serve_http_at_once(&config);
+    let addr = gateway.addr();
+
+    let (status, health) = peers::http(&addr, "GET", "/healthz", None, None);
+    assert_eq!((status, health), (200, json!({"status": "ok"})));
+
+    let (status, ready) = peers::http(&addr, "GET", "/readyz", None, None);
+    assert_eq!(status, 503, "{ready}");
+    assert_eq!(ready["status"], "starting");
+    let pending = ready["upstreams"]["notReady"].as_array().unwrap();
+    assert!(
+        pending
+            .iter()
+            .any(|s| s["server"] == "everything"
+                && s["state"].as_str().unwrap().starts_with("starting")),
+        "{ready}"
+    );
+    assert!(ready.get("tools").is_none(), "no catalog data: {ready}");
+
+    let (_, status_page) = peers::http(&addr, "GET", "/api/status", None, None);
+    assert_eq!(status_page["state"], "starting", "{status_page}");
+    assert_ne!(status_page["search"]["state"], "ready", "{status_page}");
+
+    let (status, search) = peers::http(
+        &addr,
+        "POST",
+        "/api/mcp-standard/search_tools",
+        None,
+        Some(r#"{"query": "echo a message back"}"#),
+    );
+    assert_eq!(status, 200, "{search}");
+    assert!(
+        !search["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "everything___echo"),
+        "{search}"
+    );
+    let message = search["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("Not searchable yet") && message.contains("everything"),
+        "a search during start-up must say which server is missing: {search}"
+    );
+    assert!(!message.contains("Refine the query"), "{search}");
+    assert_eq!(search["serversNotReady"][0]["server"], "everything");
+    assert_eq!(search["serversNotReady"][0]["searchable"], false);
+
+    // The first start settles; the probe turns ready and the search finds the tool.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        let (status, ready) = peers::http(&addr, "GET", "/readyz", None, None);
+        if status == 200 {
+            assert_eq!(ready["status"], "ready");
+            assert_eq!(ready["upstreams"]["notReady"], json!([]), "{ready}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never ready: {ready}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let (_, status_page) = peers::http(&addr, "GET", "/api/status", None, None);
+    assert_eq!(status_page["state"], "ready", "{status_page}");
+    let (_, search) = peers::http(
+        &addr,
+        "POST",
+        "/api/mcp-standard/search_tools",
+        None,
+        Some(r#"{"query": "echo a message back"}"#),
+    );
+    assert_eq!(search["tools"][0]["name"], "everything___echo", "{search}");
+    assert!(search.get("serversNotReady").is_none(), "{search}");
+}

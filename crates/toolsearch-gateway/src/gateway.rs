@@ -41,16 +41,45 @@ use crate::semantic::Semantic;
 use crate::shared::{Notice, NoticeKind, SharedOutput, SharedSessions, SharedStateError};
 use crate::supervisor::{ServerState, UpstreamEvent, UpstreamManager};
 
-/// Search results mark the tools of upstreams that are not ready.
-struct UpstreamStatus(UpstreamManager);
+/// Search results mark the tools of upstreams that are not ready, and name those upstreams.
+struct UpstreamStatus {
+    upstreams: UpstreamManager,
+    /// `true` once every upstream's first start has settled.
+    settled: tokio::sync::watch::Receiver<bool>,
+}
 
 impl ServerStatus for UpstreamStatus {
     fn unavailable(&self, server: &str) -> Option<String> {
-        self.0
+        self.upstreams
             .state(server)
             .filter(|state| !state.is_ready())
             .map(|state| state.to_string())
     }
+
+    fn not_ready(&self) -> Vec<(String, String)> {
+        self.upstreams
+            .states()
+            .into_iter()
+            .filter(|(_, state)| !state.is_ready())
+            .map(|(server, state)| (server, state.to_string()))
+            .collect()
+    }
+
+    fn settling(&self) -> bool {
+        !*self.settled.borrow()
+    }
+}
+
+/// Whether a server is still on its first start: starting, with no failed attempt before.
+/// Ready, failed, restarting, or starting again after a failure all settle it.
+fn on_first_start(state: &ServerState) -> bool {
+    matches!(
+        state,
+        ServerState::Starting {
+            last_error: None,
+            ..
+        }
+    )
 }
 
 /// Who a downstream session belongs to, and so what it may see.
@@ -71,9 +100,9 @@ enum Access {
 #[derive(Default)]
 struct SessionEntry {
     peer: Option<Peer<RoleServer>>,
-    /// Names of the tools last returned by tools/list, to tell whether a catalog change altered
-    /// what this session sees.
-    listed: Option<Vec<String>>,
+    /// A fingerprint of the tools last returned by tools/list (names, descriptions, schemas),
+    /// to tell whether a catalog change altered what this session sees.
+    listed: Option<u64>,
     access: Access,
     /// A request of protocol 2026-07-28, which has no sessions: rmcp gives each request a
     /// session of its own, so what must outlive the request is kept by owner instead.
@@ -108,6 +137,10 @@ pub struct Gateway {
     semantic: Arc<Semantic>,
     /// Metrics and the last searches.
     observer: Arc<Observer>,
+    /// Set to `true` once every upstream's first start has settled (ready, failed, or out of
+    /// `supervisor.startupTimeoutSecs`) and the ready ones are indexed: a session's first
+    /// tools/list waits for it, so that a client that lists once sees every tool to be had.
+    settled: tokio::sync::watch::Sender<bool>,
     /// Where sessions are kept between requests: this process, or a store shared by replicas.
     shared: Arc<dyn SharedSessions>,
 }
@@ -163,7 +196,11 @@ impl Gateway {
         let mut disclosure = Disclosure::new(disclosure_config(&config))?;
         let engine = search_engine(&config)?;
         let upstreams = UpstreamManager::start(&config);
-        let status: Arc<dyn ServerStatus> = Arc::new(UpstreamStatus(upstreams.clone()));
+        let (settled, settled_rx) = tokio::sync::watch::channel(upstreams.servers().is_empty());
+        let status: Arc<dyn ServerStatus> = Arc::new(UpstreamStatus {
+            upstreams: upstreams.clone(),
+            settled: settled_rx,
+        });
         disclosure.set_server_status(status.clone());
         let offload_tools = if config.tool_search.offload.enabled {
             OffloadTool::ALL
@@ -227,9 +264,11 @@ impl Gateway {
             disclosure,
             sessions: Mutex::new(HashMap::new()),
             next_session: AtomicU64::new(1),
+            settled,
         });
         gateway.resync();
         tokio::spawn(follow_upstreams(Arc::downgrade(&gateway), events));
+        tokio::spawn(settle_first_starts(Arc::downgrade(&gateway)));
         tokio::spawn(follow_notices(Arc::downgrade(&gateway), notices));
         if gateway.shared.is_shared() {
             let weak = Arc::downgrade(&gateway);
@@ -526,6 +565,9 @@ impl Gateway {
     /// from the shared store when replicas share one, which fails when that store does not
     /// answer).
     pub async fn list_tools(&self, session: &str) -> Result<Vec<ExposedTool>> {
+        // A client that lists once (most desktop clients) must see every upstream that could
+        // start; once the first starts have settled this returns at once.
+        self.first_starts_settled().await;
         let scope = self.session_scope(session);
         let (key, kept) = self.reveal_key(session);
         if kept {
@@ -537,7 +579,7 @@ impl Gateway {
             .disclosure
             .visible_tools(Caller::new(&key, &scope), &self.read_engine());
         if let Some(entry) = self.lock_sessions().get_mut(session) {
-            entry.listed = Some(tools.iter().map(|t| t.name.clone()).collect());
+            entry.listed = Some(fingerprint(&tools));
         }
         Ok(tools)
     }
@@ -922,7 +964,13 @@ impl Gateway {
     /// Instructions for the session's system prompt: its tools and categories.
     pub fn guidance(&self, session: &str) -> String {
         let scope = self.session_scope(session);
-        let mut guidance = self.disclosure.guidance_in(&self.read_engine(), &scope);
+        // `initialize` is answered at once, before the upstreams are indexed: counts and
+        // categories would describe an empty catalog, so say how to find tools instead.
+        let mut guidance = if self.first_starts_done() {
+            self.disclosure.guidance_in(&self.read_engine(), &scope)
+        } else {
+            self.starting_guidance()
+        };
         if let Some(store) = &self.offload {
             if !guidance.is_empty() {
                 guidance.push_str("\n\n");
@@ -1291,9 +1339,6 @@ impl Gateway {
 
     /// Sends `notifications/tools/list_changed` to one session.
     async fn notify(&self, session: &str) {
-        if self.preset() == Preset::Search {
-            return;
-        }
         let peer = self
             .lock_sessions()
             .get(session)
@@ -1323,10 +1368,7 @@ impl Gateway {
 
     /// After a catalog change: notifies the sessions whose tool list is now different.
     async fn notify_changed_sessions(&self) {
-        if self.preset() == Preset::Search {
-            return;
-        }
-        let candidates: Vec<(String, Vec<String>)> = self
+        let candidates: Vec<(String, u64)> = self
             .lock_sessions()
             .iter()
             .filter(|(_, e)| e.peer.is_some())
@@ -1335,12 +1377,11 @@ impl Gateway {
         for (session, listed) in candidates {
             let scope = self.session_scope(&session);
             let (key, _) = self.reveal_key(&session);
-            let now: Vec<String> = self
-                .disclosure
-                .visible_tools(Caller::new(&key, &scope), &self.read_engine())
-                .into_iter()
-                .map(|t| t.name)
-                .collect();
+            let now = fingerprint(
+                &self
+                    .disclosure
+                    .visible_tools(Caller::new(&key, &scope), &self.read_engine()),
+            );
             if now != listed {
                 self.notify(&session).await;
             }
@@ -1351,24 +1392,63 @@ impl Gateway {
     /// retry), at most `limit`, so that the first tools/list already holds their tools. Returns
     /// the servers that are not ready.
     pub async fn wait_started(&self, limit: Duration) -> Vec<(String, ServerState)> {
-        // The upstreams start concurrently, so waiting on them one after the other takes as long
-        // as the slowest.
-        let all = async {
-            for server in self.upstreams.servers() {
-                let _ = self
-                    .upstreams
-                    .wait_for_state(&server, |s| !matches!(s, ServerState::Starting { .. }))
-                    .await;
-            }
-        };
-        let _ = tokio::time::timeout(limit, all).await;
-        // The indexing task may not have run yet for a server that just became ready.
-        self.resync();
+        let _ = tokio::time::timeout(limit, self.first_starts_settled()).await;
         self.upstreams
             .states()
             .into_iter()
             .filter(|(_, s)| !s.is_ready())
             .collect()
+    }
+
+    /// Waits until every upstream's first start has settled and the ready ones are indexed (at
+    /// most `supervisor.startupTimeoutSecs` and a second after the gateway started).
+    pub async fn first_starts_settled(&self) {
+        let mut settled = self.settled.subscribe();
+        // The sender lives as long as the gateway, so this ends only when settled.
+        let _ = settled.wait_for(|done| *done).await;
+    }
+
+    /// Whether every upstream's first start has settled.
+    pub fn first_starts_done(&self) -> bool {
+        *self.settled.borrow()
+    }
+
+    /// Where the upstreams stand, for readiness probes and the status page: whether the first
+    /// starts have settled, and each server that is not ready with its state.
+    pub fn readiness(&self) -> Readiness {
+        Readiness {
+            settled: self.first_starts_done(),
+            not_ready: self
+                .upstreams
+                .states()
+                .into_iter()
+                .filter(|(_, s)| !s.is_ready())
+                .map(|(server, state)| (server, state.to_string()))
+                .collect(),
+        }
+    }
+
+    /// The instructions of a session that began before the upstreams' first starts settled.
+    fn starting_guidance(&self) -> String {
+        let servers = self.upstreams.servers();
+        use toolsearch_core::disclosure::{SEARCH_AVAILABLE_TOOLS, SEARCH_TOOLS, TOOL_SEARCH};
+        let search = match self.preset() {
+            Preset::Passthrough => None,
+            Preset::Search | Preset::Add => Some(SEARCH_TOOLS),
+            Preset::Progressive => Some(TOOL_SEARCH),
+            Preset::Limit => Some(SEARCH_AVAILABLE_TOOLS),
+        };
+        let how = match search {
+            None => "Every tool will be in your tool list.".to_string(),
+            Some(search) => format!(
+                "If your tool list has `{search}`, call it with what you need, then run the tool it finds with `{CALL_TOOL}`; otherwise every tool is in your tool list."
+            ),
+        };
+        format!(
+            "Your tools come from {} server(s) ({}) that were starting when this session began. {how}",
+            servers.len(),
+            servers.join(", ")
+        )
     }
 
     /// Stops the upstreams.
@@ -1431,6 +1511,75 @@ async fn follow_upstreams(
             Err(RecvError::Closed) => return,
         }
     }
+}
+
+/// Marks the first starts settled once no upstream is on its first start any more (or the
+/// startup timeout and a second have passed), after indexing the ready ones; then tells the
+/// sessions whose tool list that changed.
+async fn settle_first_starts(gateway: Weak<Gateway>) {
+    let (upstreams, limit) = match gateway.upgrade() {
+        Some(gateway) => (
+            gateway.upstreams.clone(),
+            Duration::from_secs(
+                gateway
+                    .config
+                    .supervisor
+                    .startup_timeout_secs
+                    .saturating_add(1),
+            ),
+        ),
+        None => return,
+    };
+    // The upstreams start concurrently, so waiting on them one after the other takes as long as
+    // the slowest.
+    let all = async {
+        for server in upstreams.servers() {
+            let _ = upstreams
+                .wait_for_state(&server, |s| !on_first_start(s))
+                .await;
+        }
+    };
+    let _ = tokio::time::timeout(limit, all).await;
+    let Some(gateway) = gateway.upgrade() else {
+        return;
+    };
+    // The indexing task may not have run yet for a server that just became ready.
+    let indexing = gateway.clone();
+    if let Err(e) = tokio::task::spawn_blocking(move || indexing.resync()).await {
+        tracing::error!(error = %e, "indexing the upstreams' tools failed");
+    }
+    gateway.settled.send_replace(true);
+    let readiness = gateway.readiness();
+    if readiness.not_ready.is_empty() {
+        tracing::info!("every upstream is ready");
+    } else {
+        for (server, state) in &readiness.not_ready {
+            tracing::warn!(server, %state, "upstream not ready after its first start; serving the others");
+        }
+    }
+    gateway.notify_changed_sessions().await;
+}
+
+/// What a readiness probe reports: whether the upstreams' first starts have settled, and the
+/// servers that are not ready with their states.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Readiness {
+    pub settled: bool,
+    pub not_ready: Vec<(String, String)>,
+}
+
+/// A fingerprint of a tool list as a client receives it: any change of a name, description,
+/// schema or annotation changes it.
+fn fingerprint(tools: &[ExposedTool]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for tool in tools {
+        match serde_json::to_string(tool) {
+            Ok(json) => json.hash(&mut hasher),
+            Err(_) => tool.name.hash(&mut hasher),
+        }
+    }
+    hasher.finish()
 }
 
 /// Acts on the other replicas' notices; ends with the gateway.

@@ -192,12 +192,26 @@ pub fn serve_http(config: &Path) -> Gateway {
 
 /// [`serve_http`] with extra environment variables for the gateway.
 pub fn serve_http_with_env(config: &Path, env: &[(&str, &Path)]) -> Gateway {
+    spawn_http(config, env, true)
+}
+
+/// The gateway over HTTP as a user starts it, without `--wait-for-upstreams`: returned as soon
+/// as it listens, while its upstreams may still be starting.
+pub fn serve_http_at_once(config: &Path) -> Gateway {
+    spawn_http(config, &[], false)
+}
+
+fn spawn_http(config: &Path, env: &[(&str, &Path)], wait_for_upstreams: bool) -> Gateway {
     let mut command = toolsearch();
     for (key, value) in env {
         command.env(key, value);
     }
+    command.arg("serve");
+    if wait_for_upstreams {
+        command.arg("--wait-for-upstreams");
+    }
     let mut child = command
-        .args(["serve", "--wait-for-upstreams", "--config"])
+        .arg("--config")
         .arg(config)
         .args(["--http", "127.0.0.1:0"])
         .stdin(Stdio::null())
@@ -236,7 +250,8 @@ pub enum Transport {
 }
 
 /// Runs the Python client `script` (under tests/clients/) with `plan` against a gateway over
-/// `transport`; returns its JSON report. Fails the test, with the client's output, when the
+/// `transport`, connecting the moment the gateway can be reached (no waiting for its upstreams,
+/// as desktop clients connect); returns its JSON report. Fails the test, with the client's output, when the
 /// client fails.
 pub fn run_client(script: &str, transport: Transport, config: &Path, plan: &Value) -> Value {
     run_client_with(script, transport, config, plan, &[]).0
@@ -259,11 +274,11 @@ pub fn run_client_with(
             command
                 .arg("--stdio")
                 .arg(env!("CARGO_BIN_EXE_toolsearch"))
-                .args(["serve", "--stdio", "--wait-for-upstreams", "--config"])
+                .args(["serve", "--stdio", "--config"])
                 .arg(config);
         }
         Transport::Http => {
-            let gateway = serve_http(config);
+            let gateway = serve_http_at_once(config);
             command.arg("--url").arg(&gateway.url);
             _gateway = gateway;
         }
