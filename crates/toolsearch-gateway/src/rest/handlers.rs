@@ -164,7 +164,9 @@ pub(crate) async fn status(
 }
 
 /// Whether the upstreams' first starts have settled, and the servers that are not ready with
-/// their states (none for a REST API over a catalog file).
+/// their state (none for a REST API over a catalog file). The state is its first word
+/// (`starting`, `restarting`, `failed`): the probes answer without a token, and an upstream's
+/// last error may hold paths or addresses the operator did not mean to publish.
 fn upstream_readiness(state: &RestState) -> (bool, serde_json::Value) {
     let Some(status) = &state.status else {
         return (true, serde_json::json!({ "notReady": [] }));
@@ -172,7 +174,13 @@ fn upstream_readiness(state: &RestState) -> (bool, serde_json::Value) {
     let not_ready: Vec<serde_json::Value> = status
         .not_ready()
         .into_iter()
-        .map(|(server, state)| serde_json::json!({ "server": server, "state": state }))
+        .map(|(server, state)| {
+            let word = state
+                .split(|c: char| !c.is_alphabetic())
+                .next()
+                .unwrap_or_default();
+            serde_json::json!({ "server": server, "state": word })
+        })
         .collect();
     (
         !status.settling(),
