@@ -31,9 +31,16 @@
 //! tools = ["github:*", "fs:read_*"]
 //! ```
 //!
-//! Keys in `toolSearch` and `supervisor` are checked strictly, so a typo is an error; other keys at the
-//! top level and in a server entry (`autoApprove`, `description`, ...) are ignored, because other
-//! clients write them into the same file.
+//! Keys in a server entry and in `toolSearch`, `supervisor`, `rest`, `http` and `state` are checked
+//! strictly, so a typo is an error that names the key and the nearest known one. Keys other MCP
+//! clients write into server entries (`autoApprove`, `description`, VS Code's `envFile`, ...) are
+//! read and ignored ([`FOREIGN_SERVER_KEYS`]). Unknown top-level keys are ignored too (Claude
+//! Desktop files carry `globalShortcut`, `preferences`), unless they look like a misspelt known
+//! one. VS Code's `servers` object is read as `mcpServers`.
+//!
+//! [`GatewayConfig::load`] resolves a stdio server's `cwd` against the config file's folder (see
+//! [`GatewayConfig::resolve_paths`]) and refuses an entry that would start this gateway again on
+//! the same file.
 
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -80,7 +87,8 @@ impl std::error::Error for ConfigError {}
 #[serde(rename_all = "camelCase")]
 pub struct GatewayConfig {
     /// Upstream servers in the order they appear in the file (the `server_priority` order).
-    #[serde(default)]
+    /// VS Code's `servers` object is the same thing.
+    #[serde(default, alias = "servers")]
     pub mcp_servers: ServerList,
     #[serde(default)]
     pub tool_search: ToolSearchConfig,
@@ -99,6 +107,13 @@ pub struct GatewayConfig {
     /// The `state` section: where sessions live (this process, or Redis shared by replicas).
     #[serde(default)]
     pub state: StateConfig,
+    /// The top-level key the servers were read from (`mcpServers` or `servers`); `None` when the
+    /// file has neither (see [`GatewayConfig::require_servers`]).
+    #[serde(skip)]
+    pub servers_key: Option<String>,
+    /// Whether the file has any key the gateway reads at the top level.
+    #[serde(skip)]
+    pub has_gateway_keys: bool,
 }
 
 /// The `state` section. Without `redis` every session lives in this process's memory; with it,
@@ -262,27 +277,177 @@ impl<'de> Deserialize<'de> for ServerList {
     }
 }
 
-/// One upstream server entry, as Claude Desktop / Cursor write it.
+/// One upstream server entry, as Claude Desktop / Cursor / VS Code write it.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(from = "RawServerEntry")]
 pub struct ServerConfig {
     /// `stdio`, `http`, `streamable-http`/`streamableHttp`; inferred from `command`/`url` when absent.
-    #[serde(default, rename = "type", alias = "transport")]
     pub transport_type: Option<String>,
     /// Program to start for a stdio server.
     pub command: Option<String>,
-    #[serde(default)]
     pub args: Vec<String>,
-    #[serde(default)]
+    /// Variables set for a stdio server, over those it inherits.
     pub env: BTreeMap<String, String>,
+    /// A stdio server's working directory. [`GatewayConfig::load`] makes it absolute: a relative
+    /// one is taken from the config file's folder, and an entry without one runs in that folder.
     pub cwd: Option<PathBuf>,
     /// Endpoint of a Streamable HTTP server.
     pub url: Option<String>,
-    #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// Cursor and others let an entry be switched off; a disabled server is not started.
-    #[serde(default)]
     pub disabled: bool,
+    /// Which of the gateway's environment variables a stdio server inherits (`inheritEnv`).
+    pub inherit_env: InheritEnv,
+    /// Set by [`GatewayConfig::load`] when `cwd` was written relative: the folder is created when
+    /// missing, so that a config can name a folder beside itself that a fresh checkout lacks.
+    pub create_cwd: bool,
+    /// The gateway's own secrets' variables (`rest.tokens[].tokenEnv`), never inherited.
+    pub withheld_env: Vec<String>,
+    /// Why the gateway will not start this entry although it is well formed (it would start this
+    /// gateway again on the same config); set by [`GatewayConfig::load`].
+    pub refusal: Option<String>,
+}
+
+/// Which of the gateway's environment variables a stdio server inherits, besides its own `env`.
+/// Variables named `TOOLSEARCH_*` and those holding `rest.tokens` are never inherited.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum InheritEnv {
+    /// `inheritEnv` absent or `false`: the small default set the official MCP SDKs pass
+    /// (`crate::child_env::DEFAULT_INHERITED`).
+    #[default]
+    Defaults,
+    /// `inheritEnv = true`: every variable.
+    All,
+    /// `inheritEnv = ["NAME", "PREFIX_*"]`: the default set and these (a trailing `*` matches
+    /// any end).
+    Names(Vec<String>),
+}
+
+impl<'de> Deserialize<'de> for InheritEnv {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct InheritVisitor;
+        impl<'de> Visitor<'de> for InheritVisitor {
+            type Value = InheritEnv;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(
+                    "true (every variable), false (the default set), or a list of variable names",
+                )
+            }
+            fn visit_bool<E: de::Error>(self, all: bool) -> Result<InheritEnv, E> {
+                Ok(if all {
+                    InheritEnv::All
+                } else {
+                    InheritEnv::Defaults
+                })
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<InheritEnv, A::Error> {
+                let mut names = Vec::new();
+                while let Some(name) = seq.next_element::<String>()? {
+                    names.push(name);
+                }
+                Ok(InheritEnv::Names(names))
+            }
+        }
+        deserializer.deserialize_any(InheritVisitor)
+    }
+}
+
+/// Keys other MCP clients write into server entries; read and ignored.
+pub const FOREIGN_SERVER_KEYS: &[&str] = &[
+    "autoApprove",   // Claude Desktop, Cline
+    "alwaysAllow",   // Roo Code
+    "disabledTools", // Roo Code
+    "timeout",       // Cline, Gemini CLI
+    "transportType", // Cline
+    "description",
+    "envFile",      // VS Code
+    "dev",          // VS Code
+    "gallery",      // VS Code
+    "version",      // VS Code
+    "trust",        // Gemini CLI
+    "includeTools", // Gemini CLI
+    "excludeTools", // Gemini CLI
+];
+
+/// The keys of a server entry the gateway reads.
+pub const SERVER_KEYS: &[&str] = &[
+    "type",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "disabled",
+    "inheritEnv",
+];
+
+/// A server entry as written; unknown keys are errors (see [`FOREIGN_SERVER_KEYS`]).
+#[derive(Deserialize)]
+#[allow(dead_code)] // the foreign keys are read only to be dropped
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RawServerEntry {
+    #[serde(default, rename = "type", alias = "transport")]
+    transport_type: Option<String>,
+    command: Option<String>,
+    #[serde(default)]
+    args: Vec<String>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    cwd: Option<PathBuf>,
+    url: Option<String>,
+    #[serde(default)]
+    headers: BTreeMap<String, String>,
+    #[serde(default)]
+    disabled: bool,
+    #[serde(default)]
+    inherit_env: InheritEnv,
+    // FOREIGN_SERVER_KEYS, each read and dropped.
+    #[serde(default)]
+    auto_approve: de::IgnoredAny,
+    #[serde(default)]
+    always_allow: de::IgnoredAny,
+    #[serde(default)]
+    disabled_tools: de::IgnoredAny,
+    #[serde(default)]
+    timeout: de::IgnoredAny,
+    #[serde(default, rename = "transportType")]
+    transport_type_cline: de::IgnoredAny,
+    #[serde(default)]
+    description: de::IgnoredAny,
+    #[serde(default)]
+    env_file: de::IgnoredAny,
+    #[serde(default)]
+    dev: de::IgnoredAny,
+    #[serde(default)]
+    gallery: de::IgnoredAny,
+    #[serde(default)]
+    version: de::IgnoredAny,
+    #[serde(default)]
+    trust: de::IgnoredAny,
+    #[serde(default)]
+    include_tools: de::IgnoredAny,
+    #[serde(default)]
+    exclude_tools: de::IgnoredAny,
+}
+
+impl From<RawServerEntry> for ServerConfig {
+    fn from(raw: RawServerEntry) -> Self {
+        Self {
+            transport_type: raw.transport_type,
+            command: raw.command,
+            args: raw.args,
+            env: raw.env,
+            cwd: raw.cwd,
+            url: raw.url,
+            headers: raw.headers,
+            disabled: raw.disabled,
+            inherit_env: raw.inherit_env,
+            create_cwd: false,
+            withheld_env: Vec::new(),
+            refusal: None,
+        }
+    }
 }
 
 /// How the gateway talks to one upstream.
@@ -293,6 +458,12 @@ pub enum Transport {
         args: Vec<String>,
         env: BTreeMap<String, String>,
         cwd: Option<PathBuf>,
+        /// What the server inherits of the gateway's environment.
+        inherit_env: InheritEnv,
+        /// Variables never inherited, besides `TOOLSEARCH_*`.
+        withheld_env: Vec<String>,
+        /// Create `cwd` when it is missing.
+        create_cwd: bool,
     },
     StreamableHttp {
         url: String,
@@ -321,12 +492,38 @@ impl ServerConfig {
             .is_some_and(|at| words[at + 1..].iter().any(|w| *w == "serve"))
     }
 
+    /// Whether the entry's `--config FILE` (or `--config=FILE`) argument, taken from its `cwd`,
+    /// is the file `config`.
+    fn config_arg_names(&self, config: &Path) -> bool {
+        let mut args = self.args.iter();
+        while let Some(arg) = args.next() {
+            let value = match arg.strip_prefix("--config") {
+                Some("") => args.next().map(String::as_str),
+                Some(rest) => rest.strip_prefix('='),
+                None => None,
+            };
+            if let Some(value) = value {
+                let path = match &self.cwd {
+                    Some(cwd) => cwd.join(value),
+                    None => PathBuf::from(value),
+                };
+                if same_file(&path, config) {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
     /// The transport this entry describes, or why it describes none.
     pub fn transport(&self) -> Result<Transport, InvalidServerEntry> {
         self.checked_transport().map_err(InvalidServerEntry)
     }
 
     fn checked_transport(&self) -> Result<Transport, String> {
+        if let Some(refusal) = &self.refusal {
+            return Err(refusal.clone());
+        }
         let kind = self
             .transport_type
             .as_deref()
@@ -390,6 +587,9 @@ impl ServerConfig {
                 args: self.args.clone(),
                 env: self.env.clone(),
                 cwd: self.cwd.clone(),
+                inherit_env: self.inherit_env.clone(),
+                withheld_env: self.withheld_env.clone(),
+                create_cwd: self.create_cwd,
             })
         }
     }
@@ -683,12 +883,20 @@ impl GatewayConfig {
             column: None,
             message: format!("cannot read the file: {e}; check the path given with --config"),
         })?;
-        Self::parse(&text, Format::from_path(path), &file)
+        let mut config = Self::parse(&text, Format::from_path(path), &file)?;
+        config.resolve_paths(path);
+        Ok(config)
     }
 
     /// Parses and checks config text; `file` names it in errors.
     pub fn parse(text: &str, format: Format, file: &str) -> Result<Self, ConfigError> {
-        let config: GatewayConfig = match format {
+        // The top-level keys first, so that a misspelt `mcpServers` is named rather than ignored;
+        // text that does not parse at all is left to the full parse below, which says where.
+        let top_keys = top_level_keys(text, format);
+        if let Some(keys) = &top_keys {
+            check_top_level(keys, text, format, file)?;
+        }
+        let mut config: GatewayConfig = match format {
             Format::Toml => parse_toml(text, file)?,
             Format::Json => parse_json(text, file)?,
         };
@@ -699,7 +907,71 @@ impl GatewayConfig {
             column: None,
             message,
         })?;
+        let top_keys = top_keys.unwrap_or_default();
+        config.has_gateway_keys = top_keys
+            .iter()
+            .any(|key| TOP_LEVEL_KEYS.contains(&key.as_str()));
+        config.servers_key = top_keys
+            .into_iter()
+            .find(|key| key == "mcpServers" || key == "servers");
+        let withheld: Vec<String> = self_token_vars(&config.rest);
+        for (_, server) in &mut config.mcp_servers.0 {
+            server.withheld_env.clone_from(&withheld);
+        }
         Ok(config)
+    }
+
+    /// For a gateway over upstreams: fails when the file has no key the gateway reads at all
+    /// (neither `mcpServers` nor `servers`, nor a section such as `toolSearch`), which is an
+    /// empty file or another program's file, e.g. one that keeps its servers under another key.
+    /// A file with the gateway's own sections and no servers starts a gateway without upstreams
+    /// (`--rest-only` takes any file).
+    pub fn require_servers(&self, file: &Path) -> Result<(), ConfigError> {
+        if self.servers_key.is_some() || self.has_gateway_keys {
+            return Ok(());
+        }
+        Err(ConfigError {
+            file: file.display().to_string(),
+            key: String::new(),
+            line: None,
+            column: None,
+            message: "has neither `mcpServers` (as Claude Desktop and Cursor write it) nor `servers` (as VS Code writes it), nor any other key the gateway reads, so the gateway has no server to start; list the servers under one of them (see examples/gateway.toml), or serve a catalog file with `--rest-only --catalog FILE`".into(),
+        })
+    }
+
+    /// Makes each stdio server's working directory absolute against the folder of the config
+    /// file `file`: a relative `cwd` is joined to that folder (and created at start when missing),
+    /// and an entry without `cwd` runs in that folder, so that relative paths in its arguments
+    /// mean paths beside the config whatever folder the gateway was started from. An entry that
+    /// would start this gateway again on `file` is marked refused (see
+    /// [`ServerConfig::runs_toolsearch`]).
+    pub fn resolve_paths(&mut self, file: &Path) {
+        let Ok(file) = std::path::absolute(file) else {
+            return;
+        };
+        let Some(folder) = file.parent().map(Path::to_path_buf) else {
+            return;
+        };
+        for (_, server) in &mut self.mcp_servers.0 {
+            if !matches!(server.transport(), Ok(Transport::Stdio { .. })) {
+                continue;
+            }
+            match &server.cwd {
+                None => server.cwd = Some(folder.clone()),
+                Some(cwd) if cwd.is_relative() => {
+                    let joined = folder.join(cwd);
+                    server.cwd = Some(std::path::absolute(&joined).unwrap_or(joined));
+                    server.create_cwd = true;
+                }
+                Some(_) => {}
+            }
+            if server.runs_toolsearch() && server.config_arg_names(&file) {
+                server.refusal = Some(format!(
+                    "starts this toolsearch gateway again on its own config file ({}), and each copy would start another; remove the entry from that file, or give `--config` a file without it",
+                    file.display()
+                ));
+            }
+        }
     }
 
     /// The servers to start: enabled and selected, in config order.
@@ -883,6 +1155,23 @@ impl GatewayConfig {
                     ),
                 ));
             }
+            if let InheritEnv::Names(names) = &server.inherit_env {
+                for (i, var) in names.iter().enumerate() {
+                    let stem = var.strip_suffix('*').unwrap_or(var);
+                    if stem.is_empty() || var.contains('=') || stem.contains('*') {
+                        return Err((
+                            format!("{key}.inheritEnv[{i}]"),
+                            format!("`{var}` is not a variable name; give names such as `AWS_PROFILE`, or a prefix with a trailing `*` such as `npm_config_*`"),
+                        ));
+                    }
+                    if var.starts_with(GATEWAY_VAR_PREFIX) {
+                        return Err((
+                            format!("{key}.inheritEnv[{i}]"),
+                            format!("names `{var}`, one of the gateway's own variables, which no server inherits; if this server needs it, write it into the entry's `env`"),
+                        ));
+                    }
+                }
+            }
             server
                 .transport()
                 .map_err(|why| (key, format!("server `{name}` {why}")))?;
@@ -955,6 +1244,196 @@ fn validate_offload(o: &OffloadConfig) -> Result<(), (String, String)> {
     Ok(())
 }
 
+/// Variables with this prefix are the gateway's own (`TOOLSEARCH_API_TOKENS`, ...); no upstream
+/// inherits them.
+pub const GATEWAY_VAR_PREFIX: &str = "TOOLSEARCH_";
+
+/// The variables `[[rest.tokens]]` reads its secrets from; no upstream inherits them.
+fn self_token_vars(rest: &RestConfig) -> Vec<String> {
+    rest.tokens
+        .iter()
+        .filter_map(|t| t.token_env.clone())
+        .collect()
+}
+
+/// The keys the gateway reads at the top level of a file.
+const TOP_LEVEL_KEYS: &[&str] = &[
+    "mcpServers",
+    "servers",
+    "toolSearch",
+    "supervisor",
+    "categories",
+    "rest",
+    "http",
+    "state",
+];
+
+/// A key folded for comparison: lower case, without `_` and `-`.
+fn folded(key: &str) -> String {
+    key.chars()
+        .filter(|c| *c != '_' && *c != '-')
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// The known key `key` most likely misspells, if any: other common names first (`environment`
+/// for `env`), then the closest by Jaro-Winkler similarity.
+fn did_you_mean<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
+    const OTHER_NAMES: &[(&str, &str)] = &[
+        ("environment", "env"),
+        ("enviroment", "env"),
+        ("envs", "env"),
+        ("arguments", "args"),
+        ("argv", "args"),
+        ("cmd", "command"),
+        ("workingdirectory", "cwd"),
+        ("workingdir", "cwd"),
+        ("directory", "cwd"),
+        ("dir", "cwd"),
+        ("endpoint", "url"),
+        ("uri", "url"),
+        ("httpurl", "url"),
+        ("serverurl", "url"),
+        ("inheritenvironment", "inheritEnv"),
+    ];
+    let wanted = folded(key);
+    if let Some((_, name)) = OTHER_NAMES.iter().find(|(other, _)| *other == wanted) {
+        if let Some(found) = known.iter().find(|k| *k == name) {
+            return Some(found);
+        }
+    }
+    known
+        .iter()
+        .map(|k| (*k, strsim::jaro_winkler(&wanted, &folded(k))))
+        .filter(|(_, score)| *score >= 0.8)
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(k, _)| k)
+}
+
+/// The top-level keys of a file, or `None` when it does not parse as an object.
+fn top_level_keys(text: &str, format: Format) -> Option<Vec<String>> {
+    match format {
+        Format::Toml => text
+            .parse::<toml::Table>()
+            .ok()
+            .map(|table| table.keys().cloned().collect()),
+        Format::Json => serde_json::from_str::<BTreeMap<String, de::IgnoredAny>>(text)
+            .ok()
+            .map(|map| map.into_keys().collect()),
+    }
+}
+
+/// The known top-level key `key` misspells: one that differs only in case, `_` or `-`, or a long
+/// key (6 letters and more) at most two edits away. Other unknown keys are other clients' own.
+fn misspelt_top_level(key: &str) -> Option<&'static str> {
+    let wanted = folded(key);
+    TOP_LEVEL_KEYS.iter().copied().find(|known| {
+        let known = folded(known);
+        known == wanted || (known.len() >= 6 && strsim::levenshtein(&known, &wanted) <= 2)
+    })
+}
+
+/// Where `key` is first written as a top-level key, 1-based.
+fn key_position(text: &str, key: &str, format: Format) -> Option<(usize, usize)> {
+    let offset = match format {
+        Format::Json => text.find(&format!("\"{key}\""))?,
+        Format::Toml => {
+            let mut offset = 0;
+            let mut found = None;
+            for line in text.split_inclusive('\n') {
+                let start = line.trim_start_matches([' ', '\t', '[']);
+                if start.starts_with(key) {
+                    found = Some(offset + (line.len() - start.len()));
+                    break;
+                }
+                offset += line.len();
+            }
+            found?
+        }
+    };
+    Some(line_col(text, offset))
+}
+
+fn check_top_level(
+    keys: &[String],
+    text: &str,
+    format: Format,
+    file: &str,
+) -> Result<(), ConfigError> {
+    let error = |key: &str, message: String| {
+        let position = key_position(text, key, format);
+        ConfigError {
+            file: file.to_string(),
+            key: key.to_string(),
+            line: position.map(|p| p.0),
+            column: position.map(|p| p.1),
+            message,
+        }
+    };
+    let has = |name: &str| keys.iter().any(|k| k == name);
+    if has("mcpServers") && has("servers") {
+        return Err(error(
+            "servers",
+            "is given beside `mcpServers`; both list the servers to start (`servers` is VS Code's name), so keep one".into(),
+        ));
+    }
+    for key in keys {
+        if TOP_LEVEL_KEYS.contains(&key.as_str()) {
+            continue;
+        }
+        if let Some(known) = misspelt_top_level(key) {
+            return Err(error(
+                key,
+                format!("unknown top-level key `{key}`; did you mean `{known}`? (other unknown top-level keys are ignored, as other clients write their own)"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// serde's "unknown field `x`, expected one of `a`, `b`" made into a message that says which key
+/// was meant; `path` is where the error was found. Returns the error's key and message; other
+/// errors pass through unchanged.
+fn explain_unknown_key(path: String, message: String) -> (String, String) {
+    let Some(rest) = message.strip_prefix("unknown field `") else {
+        return (path, message);
+    };
+    let Some((name, expected)) = rest.split_once('`') else {
+        return (path, message);
+    };
+    let parent = path
+        .strip_suffix(name)
+        .map(|p| p.trim_end_matches('.'))
+        .unwrap_or(&path)
+        .to_string();
+    let in_server = ["mcpServers.", "servers."]
+        .iter()
+        .any(|prefix| parent.starts_with(prefix));
+    let listed: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();
+    let known: &[&str] = if in_server { SERVER_KEYS } else { &listed };
+    let key = if parent.is_empty() {
+        name.to_string()
+    } else {
+        format!("{parent}.{name}")
+    };
+    let place = if in_server {
+        format!(
+            " in server `{}`",
+            parent.split_once('.').map_or("", |(_, server)| server)
+        )
+    } else if parent.is_empty() {
+        String::new()
+    } else {
+        format!(" in `{parent}`")
+    };
+    let hint = match did_you_mean(name, known) {
+        Some(meant) => format!("did you mean `{meant}`?"),
+        None if known.is_empty() => "remove it".to_string(),
+        None => format!("the keys here are {}", known.join(", ")),
+    };
+    (key, format!("unknown key `{name}`{place}; {hint}"))
+}
+
 fn list_or_none(names: &[String]) -> String {
     if names.is_empty() {
         "none".into()
@@ -995,12 +1474,13 @@ fn parse_toml(text: &str, file: &str) -> Result<GatewayConfig, ConfigError> {
             }
             None => (None, None),
         };
+        let (key, message) = explain_unknown_key(key, e.message().trim().to_string());
         ConfigError {
             file: file.to_string(),
             key,
             line,
             column,
-            message: e.message().trim().to_string(),
+            message,
         }
     };
     let de = toml::Deserializer::parse(text).map_err(|e| toml_error(&e, String::new()))?;
@@ -1029,9 +1509,10 @@ fn json_error(e: &serde_path_to_error::Error<serde_json::Error>, file: &str) -> 
         Some(i) => raw[..i].to_string(),
         None => raw,
     };
+    let (key, message) = explain_unknown_key(path_string(e.path()), message);
     ConfigError {
         file: file.to_string(),
-        key: path_string(e.path()),
+        key,
         line: (inner.line() > 0).then_some(inner.line()),
         // serde_json says column 0 before the first character of a line (an empty file).
         column: (inner.line() > 0).then_some(inner.column().max(1)),
@@ -1048,6 +1529,227 @@ mod tests {
     }
     fn json(text: &str) -> Result<GatewayConfig, ConfigError> {
         GatewayConfig::parse(text, Format::Json, "claude_desktop_config.json")
+    }
+
+    #[test]
+    fn unknown_keys_in_a_server_entry_say_what_was_meant() {
+        for (text, key, meant, line) in [
+            (
+                "{\n  \"mcpServers\": {\n    \"fs\": {\"command\": \"npx\", \"arg\": [\"-y\"]}\n  }\n}",
+                "mcpServers.fs.arg",
+                "`args`",
+                3,
+            ),
+            (
+                "{\"mcpServers\": {\"fs\": {\"command\": \"npx\", \"enviroment\": {}}}}",
+                "mcpServers.fs.enviroment",
+                "`env`",
+                1,
+            ),
+            (
+                "{\"servers\": {\"fs\": {\"command\": \"npx\", \"workingDirectory\": \"x\"}}}",
+                "servers.fs.workingDirectory",
+                "`cwd`",
+                1,
+            ),
+        ] {
+            let err = json(text).unwrap_err();
+            assert_eq!(err.key, key, "{err}");
+            assert!(err.message.contains(&format!("did you mean {meant}?")), "{err}");
+            assert!(err.message.contains("in server `fs`"), "{err}");
+            assert_eq!(err.line, Some(line), "{err}");
+            assert!(err.to_string().contains("claude_desktop_config.json"), "{err}");
+        }
+        let err = toml("[mcpServers.fs]\ncommand = \"npx\"\nargz = []\n").unwrap_err();
+        assert_eq!(err.key, "mcpServers.fs.argz");
+        assert_eq!(err.line, Some(3));
+        assert!(err.message.contains("did you mean `args`?"), "{err}");
+        let err = json(r#"{"mcpServers": {"fs": {"command": "npx", "zzz": 1}}}"#).unwrap_err();
+        assert!(
+            err.message
+                .contains("the keys here are type, command, args"),
+            "{err}"
+        );
+        // Keys other clients write are read and ignored.
+        let ok = json(
+            r#"{"mcpServers": {"a": {"command": "x", "autoApprove": [], "alwaysAllow": ["t"], "timeout": 60,
+                "description": "d", "envFile": "${workspaceFolder}/.env", "transportType": "stdio", "trust": true}}}"#,
+        );
+        assert!(ok.is_ok(), "{ok:?}");
+    }
+
+    #[test]
+    fn unknown_keys_in_sections_say_what_was_meant() {
+        for (text, key, meant) in [
+            (
+                "[toolSearch]\nthreshhold = 3\n",
+                "toolSearch.threshhold",
+                "threshold",
+            ),
+            ("[rest]\napiToken = []\n", "rest.apiToken", "apiTokens"),
+            (
+                "[state]\nredis_url = \"redis://h\"\n",
+                "state.redis_url",
+                "redis",
+            ),
+            (
+                "[supervisor]\nmaxRestart = 3\n",
+                "supervisor.maxRestart",
+                "maxRestarts",
+            ),
+        ] {
+            let err = toml(text).unwrap_err();
+            assert_eq!(err.key, key, "{text}: {err}");
+            assert!(
+                err.message.contains(&format!("did you mean `{meant}`?")),
+                "{text}: {err}"
+            );
+            assert_eq!(err.line, Some(2), "{text}: {err}");
+        }
+        let err = json(r#"{"http": {"allowedHost": []}}"#).unwrap_err();
+        assert!(err.key.starts_with("http."), "{err}");
+        assert!(err.message.contains("did you mean"), "{err}");
+    }
+
+    #[test]
+    fn top_level_keys_servers_and_typos() {
+        // VS Code's file: `servers`, typed entries, `inputs` beside them.
+        let config = json(
+            r#"{"inputs": [], "servers": {"time": {"type": "stdio", "command": "uvx", "args": ["mcp-server-time"]},
+                "remote": {"type": "http", "url": "https://example.com/mcp"}}}"#,
+        )
+        .unwrap();
+        assert_eq!(config.mcp_servers.names(), ["time", "remote"]);
+        assert_eq!(config.servers_key.as_deref(), Some("servers"));
+        assert!(config.require_servers(Path::new("mcp.json")).is_ok());
+
+        let err = json(
+            "{\n  \"globalShortcut\": \"\",\n  \"mcpServer\": {\"a\": {\"command\": \"x\"}}\n}",
+        )
+        .unwrap_err();
+        assert_eq!(err.key, "mcpServer");
+        assert_eq!(err.line, Some(3));
+        assert!(err.message.contains("did you mean `mcpServers`?"), "{err}");
+        for (text, meant) in [
+            ("[mcp_servers.a]\ncommand = \"x\"\n", "mcpServers"),
+            ("[toolsearch]\npreset = \"search\"\n", "toolSearch"),
+            ("[Rest]\napiTokens = []\n", "rest"),
+        ] {
+            let err = toml(text).unwrap_err();
+            assert!(
+                err.message.contains(&format!("did you mean `{meant}`?")),
+                "{text}: {err}"
+            );
+            assert_eq!(err.line, Some(1), "{text}: {err}");
+        }
+        let err = json(r#"{"mcpServers": {}, "servers": {}}"#).unwrap_err();
+        assert!(err.message.contains("keep one"), "{err}");
+
+        // Other clients' own top-level keys are tolerated; a file without servers parses (for
+        // --rest-only) but cannot start a gateway.
+        let config = json(r#"{"globalShortcut": "", "preferences": {"x": 1}}"#).unwrap();
+        assert_eq!(config.servers_key, None);
+        let err = config
+            .require_servers(Path::new("claude_desktop_config.json"))
+            .unwrap_err();
+        assert!(
+            err.message.contains("`mcpServers`") && err.message.contains("`servers`"),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("claude_desktop_config.json"),
+            "{err}"
+        );
+        let err = json(r#"{"context_servers": {"a": {"command": "x"}}}"#)
+            .unwrap()
+            .require_servers(Path::new("settings.json"))
+            .unwrap_err();
+        assert!(err.message.contains("`servers`"), "{err}");
+        assert!(toml("")
+            .unwrap()
+            .require_servers(Path::new("g.toml"))
+            .is_err());
+        // A gateway config without upstreams (its own sections only) is one.
+        for text in ["[mcpServers]\n", "[toolSearch]\npreset = \"search\"\n"] {
+            let config = toml(text).unwrap();
+            assert!(
+                config.require_servers(Path::new("g.toml")).is_ok(),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn inherit_env_takes_true_or_names() {
+        let config = json(
+            r#"{"mcpServers": {"a": {"command": "x", "inheritEnv": true},
+                "b": {"command": "x", "inheritEnv": ["AWS_PROFILE", "npm_config_*"]},
+                "c": {"command": "x", "inheritEnv": false}, "d": {"command": "x"}},
+                "rest": {"tokens": [{"tokenEnv": "CI_TOKEN"}]}}"#,
+        )
+        .unwrap();
+        let inherit = |name: &str| config.mcp_servers.get(name).unwrap().inherit_env.clone();
+        assert_eq!(inherit("a"), InheritEnv::All);
+        assert_eq!(
+            inherit("b"),
+            InheritEnv::Names(vec!["AWS_PROFILE".into(), "npm_config_*".into()])
+        );
+        assert_eq!(inherit("c"), InheritEnv::Defaults);
+        assert_eq!(inherit("d"), InheritEnv::Defaults);
+        assert_eq!(
+            config.mcp_servers.get("a").unwrap().withheld_env,
+            ["CI_TOKEN"]
+        );
+        for (value, says) in [
+            (r#"["A=B"]"#, "not a variable name"),
+            (r#"["*"]"#, "not a variable name"),
+            (r#"["TOOLSEARCH_API_TOKENS"]"#, "`env`"),
+            (r#""yes""#, "true"),
+        ] {
+            let err = json(&format!(
+                r#"{{"mcpServers": {{"a": {{"command": "x", "inheritEnv": {value}}}}}}}"#
+            ))
+            .unwrap_err();
+            assert!(err.key.starts_with("mcpServers.a.inheritEnv"), "{err}");
+            assert!(err.message.contains(says), "{value}: {err}");
+        }
+    }
+
+    #[test]
+    fn paths_are_taken_from_the_config_files_folder() {
+        let dir =
+            std::env::temp_dir().join(format!("toolsearch-config-paths-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("gateway.json");
+        std::fs::write(
+            &file,
+            r#"{"mcpServers": {
+                "plain": {"command": "x", "args": ["."]},
+                "relative": {"command": "x", "cwd": "./files"},
+                "absolute": {"command": "x", "cwd": "/tmp"},
+                "remote": {"url": "http://127.0.0.1:1/mcp"},
+                "itself": {"command": "toolsearch", "args": ["serve", "--stdio", "--config", "gateway.json"]},
+                "itself-abs": {"command": "/opt/bin/toolsearch", "args": ["serve", "--config=../gateway.json"], "cwd": "files"},
+                "other": {"command": "toolsearch", "args": ["serve", "--config", "other.json"]}
+            }}"#,
+        )
+        .unwrap();
+        std::fs::write(dir.join("other.json"), "{}").unwrap();
+        std::fs::create_dir_all(dir.join("files")).unwrap();
+        let config = GatewayConfig::load(&file).unwrap();
+        let server = |name: &str| config.mcp_servers.get(name).unwrap();
+        assert_eq!(server("plain").cwd.as_deref(), Some(dir.as_path()));
+        assert!(!server("plain").create_cwd);
+        assert_eq!(server("relative").cwd, Some(dir.join("files")));
+        assert!(server("relative").create_cwd);
+        assert_eq!(server("absolute").cwd, Some(PathBuf::from("/tmp")));
+        assert_eq!(server("remote").cwd, None);
+        for name in ["itself", "itself-abs"] {
+            let why = server(name).transport().unwrap_err().to_string();
+            assert!(why.contains("own config file"), "{name}: {why}");
+        }
+        assert!(server("other").transport().is_ok());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]
@@ -1159,6 +1861,9 @@ mod tests {
                 ],
                 env: [("DEBUG".to_string(), "1".to_string())].into(),
                 cwd: None,
+                inherit_env: InheritEnv::Defaults,
+                withheld_env: Vec::new(),
+                create_cwd: false,
             }
         );
         let remote = config

@@ -1,6 +1,8 @@
 //! The gateway face of toolsearch: MCP clients to many upstream servers, supervised, with their tools
 //! converted to the engine's [`Tool`](toolsearch_core::Tool) model and calls routed back to them.
 //!
+//! - [`child_env`]: what a stdio upstream inherits of the gateway's environment, and the depth
+//!   marker that keeps a gateway from running inside a gateway.
 //! - [`config`]: the config file (`mcpServers` as Claude Desktop / Cursor write it, plus `toolSearch`).
 //! - [`UpstreamManager`]: starts and supervises the upstreams, keeps their tool lists current, and
 //!   forwards `tools/call`.
@@ -21,6 +23,7 @@
 //!   client (sampling, elicitation, roots), progress, log messages and resource updates.
 //! - [`rest`]: the REST API (`/api/mcp-standard/...`, `/api/openapi.json`) as an axum router.
 
+pub mod child_env;
 pub mod config;
 pub mod console;
 pub mod downstream;

@@ -257,7 +257,10 @@ impl UpstreamManager {
             let slot = slot.clone();
             tasks.push(tokio::spawn(async move {
                 match transport {
-                    Ok(transport) => supervise(inner2, slot, transport, rx).await,
+                    Ok(transport) => {
+                        upstream::check_paths(&slot.name, &transport);
+                        supervise(inner2, slot, transport, rx).await
+                    }
                     Err(why) => {
                         let last_error = format!("server `{}` {why}", slot.name);
                         inner2.set_state(

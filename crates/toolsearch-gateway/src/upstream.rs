@@ -5,6 +5,7 @@
 //! `upstream` with field `server`. Streamable HTTP servers are reached with the configured headers.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -28,6 +29,7 @@ use tokio::sync::mpsc;
 
 use toolsearch_core::{Tool, ToolSchema};
 
+use crate::child_env;
 use crate::config::Transport as ServerTransport;
 use crate::http_calls::{HttpCalls, HttpTransport};
 use crate::relay::Relay;
@@ -309,10 +311,22 @@ pub(crate) async fn connect(
             args,
             env,
             cwd,
+            inherit_env,
+            withheld_env,
+            create_cwd,
         } => {
             let mut cmd = tokio::process::Command::new(command);
-            cmd.args(args).envs(env);
+            // A minimal environment, as the official SDKs give (see crate::child_env); the depth
+            // marker last, so that no entry can unset it.
+            cmd.args(args)
+                .env_clear()
+                .envs(child_env::inherited(inherit_env, withheld_env))
+                .envs(env)
+                .env(child_env::GATEWAY_DEPTH_VAR, child_env::child_depth());
             if let Some(cwd) = cwd {
+                if *create_cwd {
+                    ensure_cwd(server, cwd);
+                }
                 cmd.current_dir(cwd);
             }
             let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
@@ -393,6 +407,63 @@ pub(crate) async fn connect(
             }
         }
     }
+}
+
+/// Creates a stdio server's working directory when it is missing (a `cwd` written relative to the
+/// config file: the config names a folder beside itself, which a fresh copy may lack).
+fn ensure_cwd(server: &str, cwd: &Path) {
+    if cwd.exists() {
+        return;
+    }
+    match std::fs::create_dir_all(cwd) {
+        Ok(()) => {
+            tracing::info!(target: "upstream", server, cwd = %cwd.display(), "created the working directory named by `cwd`")
+        }
+        Err(e) => {
+            tracing::warn!(target: "upstream", server, cwd = %cwd.display(), "cannot create the working directory named by `cwd`: {e}; create it or fix `cwd`")
+        }
+    }
+}
+
+/// Before a stdio server's first start: creates its `cwd` when the config asks for it, and warns
+/// about each argument that reads as a path (`.`, `..`, `./x`, `../x`, `~/x`, `/x`) and names
+/// nothing, taken from the server's working directory, where the server will look for it.
+pub(crate) fn check_paths(server: &str, transport: &ServerTransport) {
+    let ServerTransport::Stdio {
+        args,
+        cwd,
+        create_cwd,
+        ..
+    } = transport
+    else {
+        return;
+    };
+    if let (Some(cwd), true) = (cwd, *create_cwd) {
+        ensure_cwd(server, cwd);
+    }
+    for arg in args {
+        let Some(path) = path_argument(arg, cwd.as_deref()) else {
+            continue;
+        };
+        if !path.exists() {
+            tracing::warn!(target: "upstream", server, argument = %arg, path = %path.display(), "a path argument names a folder or file that does not exist; create it or fix the argument (relative paths are taken from the server's `cwd`, by default the config file's folder)");
+        }
+    }
+}
+
+/// The path an argument names, when it reads as one.
+fn path_argument(arg: &str, cwd: Option<&Path>) -> Option<PathBuf> {
+    let relative = arg == "." || arg == ".." || arg.starts_with("./") || arg.starts_with("../");
+    if relative {
+        return Some(match cwd {
+            Some(cwd) => cwd.join(arg),
+            None => PathBuf::from(arg),
+        });
+    }
+    if let Some(rest) = arg.strip_prefix("~/") {
+        return std::env::var_os("HOME").map(|home| Path::new(&home).join(rest));
+    }
+    arg.starts_with('/').then(|| PathBuf::from(arg))
 }
 
 /// A stdio server as an MCP transport. What it writes to stdout passes line by line through

@@ -69,6 +69,7 @@ fn apply_model_args(config: &mut GatewayConfig, args: &ModelArgs) {
 }
 
 pub fn run(args: ServeArgs) -> Result<()> {
+    refuse_inside_a_gateway()?;
     if args.rest_only {
         let runtime = runtime_builder()
             .build()
@@ -82,6 +83,9 @@ pub fn run(args: ServeArgs) -> Result<()> {
         )
     })?;
     let mut config = GatewayConfig::load(&path).map_err(|e| BadInput(e.to_string()))?;
+    config
+        .require_servers(&path)
+        .map_err(|e| BadInput(e.to_string()))?;
     apply_model_args(&mut config, &args.model);
     let mut builder = runtime_builder();
     // `toolSearch.debug` turns on the engine's per-search log (query, index size, matches before
@@ -100,6 +104,21 @@ pub fn run(args: ServeArgs) -> Result<()> {
     };
     let runtime = builder.build().context("cannot start the async runtime")?;
     runtime.block_on(on_a_worker(gateway(args, config)))
+}
+
+/// A gateway started by a gateway (directly or through a wrapper) would start its own upstreams,
+/// and a config that lists the gateway starts copies without end; the marker every upstream gets
+/// stops the chain at the second gateway.
+fn refuse_inside_a_gateway() -> Result<()> {
+    let depth = toolsearch_gateway::child_env::gateway_depth();
+    if depth == 0 {
+        return Ok(());
+    }
+    Err(BadInput(format!(
+        "this toolsearch serve was started by another toolsearch gateway ({}={depth}), and a gateway does not run inside a gateway; remove the entry that starts toolsearch from that gateway's config",
+        toolsearch_gateway::child_env::GATEWAY_DEPTH_VAR
+    ))
+    .into())
 }
 
 /// The async runtime. With one worker (the default on 2 cores) it is tokio's single-threaded
