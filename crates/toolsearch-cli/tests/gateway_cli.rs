@@ -1009,3 +1009,360 @@ fn readiness_probes_and_searches_know_the_catalog_is_incomplete() {
     assert_eq!(search["tools"][0]["name"], "everything___echo", "{search}");
     assert!(search.get("serversNotReady").is_none(), "{search}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// Start-up rules: the environment upstreams get, no gateway inside a gateway, paths from the
+// config file's folder, strict keys (docs/GATEWAY.md, "Start-up and environment rules").
+// ---------------------------------------------------------------------------------------------
+
+/// server-everything over stdio under `name`, with extra TOML lines for its entry.
+fn everything_entry(name: &str, extra: &str) -> String {
+    format!(
+        "[mcpServers.{name}]\ncommand = \"node\"\nargs = [{}, \"stdio\"]\n{extra}\n",
+        toml_str(&everything_js())
+    )
+}
+
+/// Upstreams print their environment (server-everything's `get-env`): the gateway's secret and
+/// its API tokens reach none of them; a variable the entry's `env` sets does, and `inheritEnv`
+/// adds the names it lists, or everything but the gateway's own variables.
+#[test]
+fn upstreams_get_a_minimal_environment() {
+    let dir = scratch();
+    let text = format!(
+        "{}{}{}\n[toolSearch]\nthreshold = 50\n[toolSearch.offload]\nenabled = false\n",
+        everything_entry("plain", "env = { ENTRY_VAR = \"from-the-entry\" }"),
+        everything_entry(
+            "listed",
+            "inheritEnv = [\"LISTED_VAR\", \"LISTED_PREFIX_*\"]"
+        ),
+        everything_entry("all", "inheritEnv = true"),
+    );
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, text).unwrap();
+    let call = |server: &str| json!({"op": "call", "name": format!("{server}___get-env"), "arguments": {}});
+    let (report, _) = peers::run_client_with(
+        "mcp_client.py",
+        Transport::Stdio,
+        &config,
+        // The first tools/list waits for the upstreams' first starts.
+        &json!([{"op": "list"}, call("plain"), call("listed"), call("all")]),
+        &[
+            ("GATEWAY_SECRET", "hush-secret-value"),
+            ("TOOLSEARCH_API_TOKENS", "gateway-api-token"),
+            ("LISTED_VAR", "listed-value"),
+            ("LISTED_PREFIX_ONE", "prefixed-value"),
+        ],
+    );
+    let env = |index: usize| {
+        let step = step(&report, index);
+        assert_eq!(step["is_error"], false, "{step}");
+        step["json"].as_object().unwrap().clone()
+    };
+    let (plain, listed, all) = (env(1), env(2), env(3));
+    for (name, seen) in [("plain", &plain), ("listed", &listed), ("all", &all)] {
+        let text = serde_json::to_string(seen).unwrap();
+        assert!(!text.contains("gateway-api-token"), "{name}: {text}");
+        assert_eq!(seen["TOOLSEARCH_GATEWAY_DEPTH"], "1", "{name}: {text}");
+        assert!(seen.contains_key("PATH"), "{name}: {text}");
+    }
+    assert_eq!(plain["ENTRY_VAR"], "from-the-entry");
+    for secret in ["GATEWAY_SECRET", "LISTED_VAR", "LISTED_PREFIX_ONE"] {
+        assert!(!plain.contains_key(secret), "{secret}: {plain:?}");
+    }
+    assert_eq!(listed["LISTED_VAR"], "listed-value");
+    assert_eq!(listed["LISTED_PREFIX_ONE"], "prefixed-value");
+    assert!(!listed.contains_key("GATEWAY_SECRET"), "{listed:?}");
+    assert!(!listed.contains_key("ENTRY_VAR"), "{listed:?}");
+    assert_eq!(all["GATEWAY_SECRET"], "hush-secret-value");
+    assert!(!all.contains_key("TOOLSEARCH_API_TOKENS"), "{all:?}");
+}
+
+/// `toolsearch serve --http` started from `dir` (as desktop clients start servers, often from
+/// `/`), once its upstreams' first starts settled; its log lines are collected.
+struct GatewayIn {
+    child: std::process::Child,
+    url: String,
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl GatewayIn {
+    fn start(dir: &Path, config: &Path) -> Self {
+        use std::io::BufRead;
+        let mut child = toolsearch()
+            .current_dir(dir)
+            .args([
+                "serve",
+                "--wait-for-upstreams",
+                "--http",
+                "127.0.0.1:0",
+                "--config",
+            ])
+            .arg(config)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
+        let mut url = None;
+        for line in lines.by_ref().map_while(Result::ok) {
+            log.lock().unwrap().push(line.clone());
+            if let Some(rest) = line
+                .split("http://")
+                .nth(1)
+                .filter(|_| line.contains("listening on"))
+            {
+                url = rest
+                    .split_whitespace()
+                    .next()
+                    .map(|a| format!("http://{a}"));
+                break;
+            }
+        }
+        let url = url.unwrap_or_else(|| {
+            panic!(
+                "the gateway exited without listening: {:?}",
+                log.lock().unwrap()
+            )
+        });
+        let keep = log.clone();
+        std::thread::spawn(move || {
+            for line in lines.map_while(Result::ok) {
+                keep.lock().unwrap().push(line);
+            }
+        });
+        Self { child, url, log }
+    }
+
+    fn addr(&self) -> String {
+        self.url
+            .trim_start_matches("http://")
+            .trim_end_matches("/mcp")
+            .to_string()
+    }
+
+    fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+
+    /// The console's view of one upstream.
+    fn upstream(&self, name: &str) -> Value {
+        let (status, upstreams) =
+            peers::http(&self.addr(), "GET", "/api/console/upstreams", None, None);
+        assert_eq!(status, 200, "{upstreams}");
+        upstreams
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["name"] == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no upstream {name}: {upstreams}"))
+    }
+}
+
+impl Drop for GatewayIn {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if matches!(self.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Running toolsearch processes whose command line mentions `needle`.
+fn toolsearch_processes(needle: &str) -> usize {
+    let exe = env!("CARGO_BIN_EXE_toolsearch");
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|entry| std::fs::read(entry.path().join("cmdline")).ok())
+        .filter(|cmdline| {
+            let args: Vec<String> = cmdline
+                .split(|b| *b == 0)
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            args.first().is_some_and(|a| a == exe) && args.iter().any(|a| a.contains(needle))
+        })
+        .count()
+}
+
+/// A Claude Desktop file that lists the gateway itself on the same file, given to `--config`: the
+/// entry is refused with the reason, the other servers are served, and the processes stay
+/// bounded. An entry that starts a gateway on another file reaches it, and that gateway refuses
+/// to start (the depth marker), with its reason in the parent's state for the entry.
+#[test]
+fn a_config_that_lists_the_gateway_does_not_start_it_again() {
+    let dir = scratch();
+    let config = dir.join("claude_desktop_config.json");
+    let other = dir.join("other.json");
+    let exe = env!("CARGO_BIN_EXE_toolsearch");
+    let everything = json!({"command": "node", "args": [everything_js(), "stdio"]});
+    std::fs::write(
+        &other,
+        json!({"mcpServers": {"everything": everything}}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        &config,
+        json!({
+            "globalShortcut": "",
+            "mcpServers": {
+                "toolsearch": {"command": exe, "args": ["serve", "--stdio", "--config", config]},
+                "nested": {"command": exe, "args": ["serve", "--stdio", "--config", "other.json"]},
+                "everything": everything
+            },
+            "supervisor": {"initialBackoffMs": 100, "maxBackoffMs": 200}
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let gateway = GatewayIn::start(Path::new("/"), &config);
+    let needle = dir.to_string_lossy().into_owned();
+    let mut most = 0;
+    for _ in 0..30 {
+        most = most.max(toolsearch_processes(&needle));
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // The gateway, and at most the nested one between its start and its refusal.
+    assert!(most <= 2, "{most} toolsearch processes");
+
+    let itself = gateway.upstream("toolsearch");
+    assert_eq!(itself["state"], "failed", "{itself}");
+    let why = itself["lastError"].as_str().unwrap();
+    assert!(
+        why.contains(
+            "server `toolsearch` starts this toolsearch gateway again on its own config file"
+        ) && why.contains("remove the entry"),
+        "{itself}"
+    );
+    let nested = gateway.upstream("nested");
+    assert!(
+        nested
+            .to_string()
+            .contains("started by another toolsearch gateway"),
+        "{nested}"
+    );
+    let everything = gateway.upstream("everything");
+    assert_eq!(everything["state"], "ready", "{everything}");
+    assert!(everything["tools"].as_u64().unwrap() > 0, "{everything}");
+    let log = gateway.log();
+    assert!(log.contains("own config file"), "{log}");
+    assert!(
+        log.contains("started by another toolsearch gateway"),
+        "{log}"
+    );
+    let report = peers::run_client_at(
+        "mcp_client.py",
+        &gateway.url,
+        &json!([{"op": "call", "name": "call_tool", "arguments": {"name": "everything___echo", "arguments": {"message": "served"}}}]),
+    );
+    assert_eq!(step(&report, 0)["text"], "Echo: served");
+}
+
+/// Started from `/`, a stdio server runs in the config file's folder; a relative `cwd` is taken
+/// from that folder and created when missing; a path argument naming nothing is warned about.
+#[test]
+fn paths_are_taken_from_the_config_files_folder() {
+    let dir = scratch();
+    // `sh` sets PWD to the folder it runs in, which get-env prints.
+    let in_shell = |name: &str, extra: &str| {
+        format!(
+            "[mcpServers.{name}]\ncommand = \"sh\"\nargs = [\"-c\", {}, \"./missing-{name}\"]\n{extra}\n",
+            toml_str(&format!("exec node '{}' stdio", everything_js()))
+        )
+    };
+    let text = format!(
+        "{}{}\n[toolSearch]\nthreshold = 50\n",
+        in_shell("beside", ""),
+        in_shell("nested", "cwd = \"work/files\""),
+    );
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, text).unwrap();
+    let gateway = GatewayIn::start(Path::new("/"), &config);
+    assert!(
+        dir.join("work/files").is_dir(),
+        "the relative cwd was created"
+    );
+    let report = peers::run_client_at(
+        "mcp_client.py",
+        &gateway.url,
+        &json!([
+            {"op": "call", "name": "beside___get-env", "arguments": {}},
+            {"op": "call", "name": "nested___get-env", "arguments": {}}
+        ]),
+    );
+    let pwd = |index: usize| {
+        let step = step(&report, index);
+        PathBuf::from(
+            step["json"]["PWD"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{step}")),
+        )
+    };
+    let canonical = |p: PathBuf| std::fs::canonicalize(p).unwrap();
+    assert_eq!(canonical(pwd(0)), canonical(dir.to_path_buf()));
+    assert_eq!(canonical(pwd(1)), canonical(dir.join("work/files")));
+    let log = gateway.log();
+    for name in ["beside", "nested"] {
+        assert!(
+            log.lines()
+                .any(|l| l.contains("does not exist") && l.contains(&format!("./missing-{name}"))),
+            "no warning for ./missing-{name}: {log}"
+        );
+    }
+}
+
+/// Typos in a server entry and a file without servers stop the start with exit code 2, naming
+/// the key (and what was meant) and the file.
+#[test]
+fn typos_and_a_file_without_servers_exit_2_naming_the_key() {
+    let dir = scratch();
+    for (name, text, says) in [
+        (
+            "arg.json",
+            r#"{"mcpServers": {"fs": {"command": "npx", "arg": ["-y", "x"]}}}"#,
+            &["mcpServers.fs.arg", "did you mean `args`?"][..],
+        ),
+        (
+            "env.json",
+            r#"{"mcpServers": {"fs": {"command": "npx", "enviroment": {"A": "1"}}}}"#,
+            &["mcpServers.fs.enviroment", "did you mean `env`?"][..],
+        ),
+        (
+            "top.json",
+            r#"{"globalShortcut": "", "mcpServer": {"fs": {"command": "npx"}}}"#,
+            &["`mcpServer`", "did you mean `mcpServers`?"][..],
+        ),
+        (
+            "none.json",
+            r#"{"globalShortcut": "", "preferences": {"menuBarEnabled": false}}"#,
+            &["`mcpServers`", "`servers`"][..],
+        ),
+    ] {
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        let output = toolsearch()
+            .args(["serve", "--stdio", "--config"])
+            .arg(&path)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(name), "{name}: {stderr}");
+        for said in says {
+            assert!(stderr.contains(said), "{name}: {said}: {stderr}");
+        }
+    }
+}
