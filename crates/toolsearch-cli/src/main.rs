@@ -2,6 +2,7 @@
 
 mod catalog_file;
 mod commands;
+mod logging;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -16,6 +17,13 @@ struct Cli {
     /// Log filter, e.g. `debug` or `toolsearch_core=debug` (also RUST_LOG).
     #[arg(long, global = true)]
     log: Option<String>,
+    /// Only warnings and errors on stderr: no progress lines (upstreams starting, ready or
+    /// failing, the model's install, the console's address).
+    #[arg(long, global = true)]
+    quiet: bool,
+    /// How log lines are written on stderr: `text`, or `json` (one object per line).
+    #[arg(long, global = true, value_enum, default_value_t = logging::LogFormat::Text)]
+    log_format: logging::LogFormat,
     #[command(subcommand)]
     command: Command,
 }
@@ -71,7 +79,11 @@ fn main() -> ExitCode {
         std::env::set_var("CANDLE_NUM_THREADS", "1");
     }
     let cli = Cli::parse();
-    init_logging(cli.log.as_deref());
+    logging::init(logging::LogSettings::from_args(
+        cli.log.as_deref(),
+        cli.quiet,
+        cli.log_format,
+    ));
     let result = match cli.command {
         Command::Search(args) => commands::search::run(args),
         Command::Eval(args) => commands::eval::run(args),
@@ -102,16 +114,4 @@ fn is_bad_input(err: &anyhow::Error) -> bool {
                 .downcast_ref::<toolsearch_core::Error>()
                 .is_some_and(toolsearch_core::Error::is_bad_input)
     })
-}
-
-fn init_logging(filter: Option<&str>) {
-    use tracing_subscriber::EnvFilter;
-    let filter = filter
-        .map(EnvFilter::new)
-        .or_else(|| EnvFilter::try_from_default_env().ok())
-        .unwrap_or_else(|| EnvFilter::new("warn"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
 }

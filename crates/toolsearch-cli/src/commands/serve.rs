@@ -31,8 +31,8 @@ pub struct ServeArgs {
     #[arg(long, conflicts_with_all = ["http", "rest_only"])]
     stdio: bool,
     /// Listen for HTTP on this address: MCP at /mcp and the REST API [default: 127.0.0.1:8787;
-    /// with --rest-only: 127.0.0.1:8080].
-    #[arg(long, value_name = "ADDR")]
+    /// with --rest-only: 127.0.0.1:8080]. IP:PORT, localhost:PORT, or a bare PORT (on 127.0.0.1).
+    #[arg(long, value_name = "ADDR", value_parser = parse_listen_addr)]
     http: Option<SocketAddr>,
     /// Serve only the REST API, over the static catalog of --catalog (no upstream servers).
     #[arg(long, requires = "catalog")]
@@ -171,18 +171,33 @@ fn workers_for(setting: Option<&str>, cores: usize) -> usize {
     }
 }
 
-/// A stderr logger with the user's filter (RUST_LOG, default `warn`) plus the engine's debug log.
+/// The process's logger (its filter, format and colours) plus the engine's debug log.
 fn debug_dispatch() -> tracing::Dispatch {
-    use tracing_subscriber::EnvFilter;
-    let base = std::env::var("RUST_LOG").unwrap_or_else(|_| "warn".to_string());
-    let filter = EnvFilter::try_new(format!("{base},toolsearch_core=debug"))
-        .unwrap_or_else(|_| EnvFilter::new("warn,toolsearch_core=debug"));
-    tracing::Dispatch::new(
-        tracing_subscriber::fmt()
-            .with_env_filter(filter)
-            .with_writer(std::io::stderr)
-            .finish(),
-    )
+    crate::logging::dispatch_with("toolsearch_core=debug")
+}
+
+/// `--http`: an IP address and port, `localhost:PORT` (loopback), or a bare port (on loopback).
+fn parse_listen_addr(value: &str) -> Result<SocketAddr, String> {
+    let value = value.trim();
+    let port = |text: &str| {
+        text.parse::<u16>().map_err(|_| {
+            format!("`{text}` is not a port: use a number from 0 to 65535 (0 picks a free one)")
+        })
+    };
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        return Ok(SocketAddr::from(([127, 0, 0, 1], port(value)?)));
+    }
+    if let Some((host, rest)) = value.rsplit_once(':') {
+        if host.eq_ignore_ascii_case("localhost") {
+            return Ok(SocketAddr::from(([127, 0, 0, 1], port(rest)?)));
+        }
+    }
+    value.parse().map_err(|_| {
+        format!(
+            "`{value}` is not an address to listen on: use IP:PORT (127.0.0.1:8787, \
+             [::1]:8787, 0.0.0.0:8787), localhost:PORT, or a bare port (8787)"
+        )
+    })
 }
 
 /// The MCP gateway: upstreams from the config, clients over stdio or HTTP.
@@ -250,10 +265,11 @@ async fn serve_gateway_http(
     let preset = gateway.preset();
     let app = downstream::http_app(gateway, state, local, shutdown.clone());
     // One line on stderr that scripts (and the tests) can read the actual port from.
-    eprintln!(
+    crate::logging::announce(&format!(
         "toolsearch: MCP gateway listening on http://{local}{} ({tool_count} tools, preset {preset}); REST API at http://{local}/api/mcp-standard/",
         downstream::MCP_PATH
-    );
+    ));
+    tracing::info!("console at http://{local}/");
     let stop = async move {
         shutdown_signal().await;
         // Ends the open MCP streams so that the graceful shutdown does not wait on them.
@@ -316,10 +332,10 @@ async fn rest_only(args: ServeArgs) -> Result<()> {
         .map_err(|e| BadInput(format!("cannot listen on {addr}: {e}")))?;
     let local = listener.local_addr()?;
     // One line on stderr that scripts (and the tests) can read the actual port from.
-    eprintln!(
+    crate::logging::announce(&format!(
         "toolsearch: REST API listening on http://{local} ({tool_count} tools, {auth}); spec at http://{local}{}",
         rest::OPENAPI_PATH
-    );
+    ));
     rest::serve_with(
         listener,
         rest::router(state),
@@ -362,7 +378,44 @@ async fn shutdown_signal() {
 
 #[cfg(test)]
 mod tests {
-    use super::workers_for;
+    use super::{parse_listen_addr, workers_for};
+    use std::net::SocketAddr;
+
+    #[test]
+    fn listen_addresses_take_ports_localhost_and_socket_addresses() {
+        let addr = |s: &str| s.parse::<SocketAddr>().ok();
+        assert_eq!(parse_listen_addr("8787").ok(), addr("127.0.0.1:8787"));
+        assert_eq!(parse_listen_addr("0").ok(), addr("127.0.0.1:0"));
+        assert_eq!(
+            parse_listen_addr("localhost:9000").ok(),
+            addr("127.0.0.1:9000")
+        );
+        assert_eq!(parse_listen_addr("LocalHost:0").ok(), addr("127.0.0.1:0"));
+        assert_eq!(parse_listen_addr("127.0.0.1:0").ok(), addr("127.0.0.1:0"));
+        assert_eq!(parse_listen_addr("0.0.0.0:8787").ok(), addr("0.0.0.0:8787"));
+        assert_eq!(parse_listen_addr("[::1]:8787").ok(), addr("[::1]:8787"));
+        assert_eq!(parse_listen_addr(" 8787 ").ok(), addr("127.0.0.1:8787"));
+        for bad in [
+            "",
+            "70000",
+            "localhost",
+            "localhost:",
+            "localhost:x",
+            "example.com:80",
+            "::1",
+        ] {
+            let err = parse_listen_addr(bad).expect_err(bad);
+            assert!(
+                err.contains("port") || err.contains("address"),
+                "{bad}: {err}"
+            );
+        }
+        let err = parse_listen_addr("example.com:80").unwrap_err();
+        assert!(
+            err.contains("localhost:PORT") && err.contains("8787"),
+            "{err}"
+        );
+    }
 
     #[test]
     fn async_workers_are_half_the_cores_unless_set() {
