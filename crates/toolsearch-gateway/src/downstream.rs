@@ -792,6 +792,7 @@ pub fn http_app(
     // Layers run outside in: the token check first, then the session's owner.
     let mcp_router = Router::new()
         .route_service(MCP_PATH, mcp)
+        .route_layer(middleware::from_fn(session_closed_no_content))
         .route_layer(middleware::from_fn(request_work_first))
         .route_layer(middleware::from_fn_with_state(
             owners,
@@ -819,6 +820,22 @@ async fn request_work_first(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     if post {
         tokio::task::yield_now().await;
+    }
+    response
+}
+
+/// A `DELETE` that ended its session is answered 204 No Content. rmcp answers 202, which the
+/// official Python SDK does not expect from a session's termination (it accepts 200, 204 and
+/// 405) and warns about on every close.
+async fn session_closed_no_content(request: Request, next: Next) -> Response {
+    let delete = request.method() == Method::DELETE;
+    let response = next.run(request).await;
+    if delete && response.status() == StatusCode::ACCEPTED {
+        let (mut parts, _) = response.into_parts();
+        parts.status = StatusCode::NO_CONTENT;
+        parts.headers.remove(http::header::CONTENT_LENGTH);
+        parts.headers.remove(http::header::CONTENT_TYPE);
+        return Response::from_parts(parts, axum::body::Body::empty());
     }
     response
 }
