@@ -315,11 +315,15 @@ async fn payload_view(
         .unwrap_or_else(|| "create a new document".to_string());
     let scope = grant.scope().as_ref().clone();
     let engine = gateway.engine().clone();
+    // The gateway's own settings and served tools: the list a new session's tools/list returns.
+    let surface = payload::Surface::of_disclosure(gateway.disclosure());
     tokio::task::spawn_blocking(move || {
         let counter = Counter::o200k().map_err(ApiError::Internal)?;
         let engine = engine.read().unwrap_or_else(|e| e.into_inner());
         let full = payload::full_cost(&engine, format, &scope, &counter)?;
-        let first = payload::preset_cost(&engine, preset, format, &query, &scope, &counter, true)?;
+        let first = payload::preset_cost(
+            &engine, &surface, preset, format, &query, &scope, &counter, true,
+        )?;
         Ok(Json(PayloadView {
             preset: preset.as_str(),
             format: format.as_str(),

@@ -1,6 +1,9 @@
 //! What the model is sent: a preset's tool list in a provider's format, and its cost in bytes and
 //! o200k tokens (counted with the tokenizer, not estimated), before and after a search. Used by
-//! `toolsearch bench tokens` and the console's "what the model sees".
+//! `toolsearch bench tokens` and the console's "what the model sees". Both count the list a new
+//! session's `tools/list` returns: the preset's meta-tools and the tools the gateway serves itself
+//! (the large-output tools, `search_prompts` and `get_prompt`), through a [`Surface`] with the
+//! gateway's disclosure settings.
 
 use std::str::FromStr;
 
@@ -9,10 +12,16 @@ use serde_json::{json, Value};
 use tiktoken_rs::CoreBPE;
 use toolsearch_core::disclosure::Caller;
 use toolsearch_core::disclosure::ExposedTool;
+use toolsearch_core::disclosure::ServedId;
 use toolsearch_core::formats::{
     anthropic_tools, gemini_tools, mcp_tools_list, openai_chat_tools, openai_responses_tools,
 };
+use toolsearch_core::served::ToolDecl;
 use toolsearch_core::{Disclosure, DisclosureConfig, Preset, Scope, SearchEngine};
+
+use crate::config::GatewayConfig;
+use crate::offload::OffloadTool;
+use crate::prompt_search::PromptTool;
 
 /// A provider's tool payload format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -119,6 +128,62 @@ impl Counter {
 
 const SESSION: &str = "payload";
 
+/// What builds the tool list a new session receives: the disclosure settings (threshold,
+/// category tools, limits) and the tools served beside the meta-tools, in their order.
+#[derive(Debug, Clone)]
+pub struct Surface {
+    config: DisclosureConfig,
+    served: Vec<ToolDecl>,
+}
+
+impl Surface {
+    /// The surface of a gateway started with `config` (what `Gateway::start` builds).
+    pub fn of_config(config: &GatewayConfig) -> Self {
+        Self {
+            config: crate::gateway::disclosure_config(config),
+            served: served_tools(config),
+        }
+    }
+
+    /// The surface of a running gateway's disclosure: its settings and its served tools.
+    pub fn of_disclosure(disclosure: &Disclosure) -> Self {
+        let served = (0..)
+            .map_while(|i| disclosure.served_decl(ServedId(i)).cloned())
+            .collect();
+        Self {
+            config: disclosure.config().clone(),
+            served,
+        }
+    }
+
+    /// A fresh disclosure with these settings in `preset`, serving the same tools.
+    pub fn disclosure(&self, preset: Preset) -> Result<Disclosure, toolsearch_core::Error> {
+        let mut disclosure = Disclosure::new(self.config.clone().preset(preset))?;
+        for decl in &self.served {
+            disclosure.serve(decl.clone());
+        }
+        Ok(disclosure)
+    }
+}
+
+/// The tools a gateway with `config` serves itself, in the order it serves them: the large-output
+/// tools when offloading is on, then `search_prompts` and `get_prompt` when they are on.
+pub fn served_tools(config: &GatewayConfig) -> Vec<ToolDecl> {
+    let ts = &config.tool_search;
+    let offload = ts
+        .offload
+        .enabled
+        .then(|| OffloadTool::ALL.map(|tool| tool.decl(&ts.offload)))
+        .into_iter()
+        .flatten();
+    let prompts = ts
+        .search_prompts
+        .then(|| PromptTool::ALL.map(PromptTool::decl))
+        .into_iter()
+        .flatten();
+    offload.chain(prompts).collect()
+}
+
 /// Every tool with its full schema, in `format`, within `scope`.
 pub fn full_cost(
     engine: &SearchEngine,
@@ -131,10 +196,12 @@ pub fn full_cost(
     Ok(counter.size(&format.write(&tools)))
 }
 
-/// What `preset` (default settings) sends first, in `format`, and what it costs once `query` has
-/// been searched the way a model would in that preset.
+/// What `preset` of `surface` sends first (a new session's `tools/list`), in `format`, and what
+/// it costs once `query` has been searched the way a model would in that preset.
+#[allow(clippy::too_many_arguments)]
 pub fn preset_cost(
     engine: &SearchEngine,
+    surface: &Surface,
     preset: Preset,
     format: ProviderFormat,
     query: &str,
@@ -142,7 +209,7 @@ pub fn preset_cost(
     counter: &Counter,
     keep_payload: bool,
 ) -> Result<PresetCost, toolsearch_core::Error> {
-    let disclosure = Disclosure::new(DisclosureConfig::default().preset(preset))?;
+    let disclosure = surface.disclosure(preset)?;
     let caller = || Caller::new(SESSION, scope);
     let first = format.write(&disclosure.visible_tools(caller(), engine));
     let first_size = counter.size(&first);

@@ -1,5 +1,7 @@
 //! `toolsearch bench tokens`: what the tool payload of a request costs, in bytes and in o200k
-//! tokens (counted with the tokenizer, not estimated), for full schemas and for each preset.
+//! tokens (counted with the tokenizer, not estimated), for full schemas and for each preset. A
+//! preset's list is what a gateway with default settings returns to a new session's `tools/list`
+//! (its served tools included), counted as the console counts it.
 
 use crate::catalog_file::load_engine;
 use anyhow::Result;
@@ -7,7 +9,8 @@ use clap::Args;
 use serde::Serialize;
 use std::path::PathBuf;
 use toolsearch_core::{Preset, Scope};
-use toolsearch_gateway::payload::{self, Counter, PresetCost, ProviderFormat, Size};
+use toolsearch_gateway::config::GatewayConfig;
+use toolsearch_gateway::payload::{self, Counter, PresetCost, ProviderFormat, Size, Surface};
 
 #[derive(Args)]
 pub struct TokensArgs {
@@ -23,6 +26,10 @@ pub struct TokensArgs {
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// A gateway config whose `toolSearch` settings shape the lists (threshold, the large-output
+    /// tools, searchPrompts); default settings without it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 #[derive(Serialize)]
@@ -37,11 +44,17 @@ pub fn run(args: TokensArgs) -> Result<()> {
     let counter = Counter::o200k().map_err(anyhow::Error::msg)?;
     let format = ProviderFormat::OpenaiChat;
     let full = payload::full_cost(&engine, format, &Scope::all(), &counter)?;
+    let config = match &args.config {
+        Some(path) => GatewayConfig::load(path).map_err(|e| crate::BadInput(e.to_string()))?,
+        None => GatewayConfig::default(),
+    };
+    let surface = Surface::of_config(&config);
     let presets = Preset::ALL
         .into_iter()
         .map(|preset| {
             payload::preset_cost(
                 &engine,
+                &surface,
                 preset,
                 format,
                 &args.query,
@@ -99,5 +112,9 @@ fn print_table(report: &Report, query: &str) {
     println!(
         "after query: the tools array once {query:?} has been searched (and, in the add preset, \
          its results added), plus the meta-tool results the model reads"
+    );
+    println!(
+        "a preset's list is a new session's tools/list (with --config's settings, or the defaults): \
+         the meta-tools and the tools the gateway serves itself (large outputs, prompt search)"
     );
 }
