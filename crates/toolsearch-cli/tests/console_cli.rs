@@ -348,3 +348,55 @@ fn console_routes_obey_the_tokens() {
         assert_eq!(status, 200, "{path}");
     }
 }
+
+/// "What the model sees" is the list a new session's `tools/list` returns: the preset's
+/// meta-tools and every tool the gateway serves itself, the same definitions, the same bytes and
+/// tokens as the official Python client receives.
+#[test]
+fn what_the_model_sees_is_the_real_tools_list() {
+    let dir = peers::scratch("console-cli");
+    let sub = dir.join("surface");
+    std::fs::create_dir_all(&sub).unwrap();
+    let config = config(
+        &sub,
+        "[toolSearch]\nthreshold = 5\n\n[toolSearch.semantic]\nenabled = false\n",
+    );
+    let gateway = peers::serve_http(&config);
+    let addr = gateway.addr();
+    let report = peers::run_client_at("mcp_client.py", &gateway.url, &json!([{"op": "list"}]));
+    let listed = &report["steps"][0];
+    let names: Vec<&str> = listed["names"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    for served in [
+        "search_tools",
+        "call_tool",
+        "read_large_output",
+        "search_prompts",
+    ] {
+        assert!(names.contains(&served), "{served} missing from {names:?}");
+    }
+    let tools: Vec<Value> = names.iter().map(|n| listed["tools"][n].clone()).collect();
+
+    let (status, view) = peers::http(&addr, "GET", "/api/console/payload?format=mcp", None, None);
+    assert_eq!(status, 200, "{view}");
+    let first = &view["first"];
+    assert_eq!(first["preset"], "search", "{view}");
+    let shown = first["payload"]["tools"].as_array().unwrap();
+    let shown_names: Vec<&str> = shown.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(shown_names, names);
+    assert_eq!(
+        shown, &tools,
+        "the console's definitions differ from tools/list"
+    );
+    // Counted over the same bytes: what the client received, as compact JSON.
+    let received = json!({ "tools": tools }).to_string();
+    assert_eq!(first["bytes"], received.len(), "{view}");
+    let counter = toolsearch_gateway::payload::Counter::o200k().unwrap();
+    let tokens = counter.size(&json!({ "tools": tools })).tokens;
+    assert_eq!(first["tokens"], tokens, "{view}");
+    assert!(tokens > 1000, "{tokens}");
+}

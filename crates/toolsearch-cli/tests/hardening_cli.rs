@@ -710,7 +710,8 @@ tools = ["b:*"]
         own.body
     );
     let closed = http(&addr, "DELETE", "/mcp", &as_token("owner"), "");
-    assert!(closed.status < 300, "{} {}", closed.status, closed.body);
+    // 204: what the official SDKs expect from a session's end (rmcp alone answers 202).
+    assert_eq!(closed.status, 204, "{}", closed.body);
     let gone = http(&addr, "POST", "/mcp", &as_token("owner"), &list(5));
     assert_eq!(gone.status, 404, "{}", gone.body);
 }
@@ -822,4 +823,213 @@ fn malformed_stdio_lines_get_json_rpc_errors_and_the_session_goes_on() {
         .collect();
     // No upstreams: the offload tools alone.
     assert!(names.contains(&"read_large_output"), "{names:?}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// 6. The first run: what stderr says, the listening address, the session's end
+// ---------------------------------------------------------------------------------------------
+
+/// server-everything and a server whose program does not exist (given up at once).
+fn everything_and_broken() -> peers::ScratchFile {
+    write_config(&format!(
+        "[mcpServers.everything]\ncommand = \"node\"\nargs = [{js}, \"stdio\"]\n\n\
+         [mcpServers.broken]\ncommand = \"no-such-program-for-toolsearch\"\n\n\
+         [supervisor]\nmaxRestarts = 0\n\n\
+         [toolSearch.semantic]\nenabled = false\n",
+        js = toml_str(&everything_js()),
+    ))
+}
+
+/// `toolsearch serve --http 127.0.0.1:0 --wait-for-upstreams ARGS` with stderr written to a file
+/// (as a desktop client or a redirect keeps it, not a terminal); returns that file's text once
+/// the gateway listens (its upstreams' first starts are over by then) and has stopped.
+fn first_run_log(config: &Path, args: &[&str]) -> String {
+    let log = peers::ScratchFile::new("hardening-cli", "stderr.log", "");
+    let mut child = toolsearch()
+        .args([
+            "serve",
+            "--http",
+            "127.0.0.1:0",
+            "--wait-for-upstreams",
+            "--config",
+        ])
+        .arg(config)
+        .args(args)
+        .env_remove("NO_COLOR")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(std::fs::File::create(&*log).unwrap()))
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + GUARD;
+    loop {
+        let text = std::fs::read_to_string(&*log).unwrap_or_default();
+        if text.contains("listening on http://") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline && matches!(child.try_wait(), Ok(None)),
+            "the gateway did not listen: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The lines written right after the address (the console's) arrive too.
+    std::thread::sleep(Duration::from_millis(500));
+    Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let _ = child.wait();
+    std::fs::read_to_string(&*log).unwrap()
+}
+
+/// The port of the machine-readable line `toolsearch: MCP gateway listening on http://ADDR/mcp`.
+fn listening_addr(log: &str) -> String {
+    log.lines()
+        .find_map(|line| line.split("listening on http://").nth(1))
+        .and_then(|rest| rest.split(['/', ' ', '"']).next())
+        .unwrap_or_else(|| panic!("no listening line: {log}"))
+        .to_string()
+}
+
+/// A first run says what happens, on stderr redirected to a file: each upstream starting, ready
+/// with its tool count, or failing with the reason, and the console's address, with no colour
+/// codes; `--log-format json` makes each line a JSON object; `--quiet` keeps warnings only.
+#[test]
+fn a_first_run_talks_in_plain_text_json_or_not_at_all() {
+    let config = everything_and_broken();
+
+    let text = first_run_log(&config, &[]);
+    assert!(
+        !text.contains('\u{1b}'),
+        "escape codes in a log file: {text:?}"
+    );
+    let line = |needles: &[&str]| {
+        text.lines()
+            .find(|l| needles.iter().all(|n| l.contains(n)))
+            .unwrap_or_else(|| panic!("no line with {needles:?}: {text}"))
+            .to_string()
+    };
+    line(&["starting", "server=everything"]);
+    line(&["starting", "server=broken"]);
+    let ready = line(&["ready with", "server=everything"]);
+    let count: usize = ready
+        .split("ready with ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no tool count: {ready}"));
+    assert!(count > 5, "{ready}");
+    assert!(
+        ready.contains(&format!("ready with {count} tools")),
+        "{ready}"
+    );
+    // The failure and its reason: the program that is missing, and what to do.
+    let failed = line(&["server=broken", "no-such-program-for-toolsearch"]);
+    assert!(
+        failed.contains("WARN") && failed.contains("PATH"),
+        "{failed}"
+    );
+    let addr = listening_addr(&text);
+    line(&[&format!("console at http://{addr}/")]);
+
+    let json = first_run_log(&config, &["--log-format", "json"]);
+    let events: Vec<Value> = json
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let find = |pred: &dyn Fn(&Value) -> bool| events.iter().find(|e| pred(e)).cloned();
+    let ready = find(&|e| {
+        e["server"] == "everything"
+            && e["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("ready with"))
+    })
+    .unwrap_or_else(|| panic!("no ready event: {json}"));
+    assert_eq!(ready["level"], "INFO", "{ready}");
+    assert_eq!(ready["target"], "upstream", "{ready}");
+    assert!(
+        find(&|e| e["server"] == "broken" && e["level"] == "WARN").is_some(),
+        "{json}"
+    );
+    // The address line is a JSON line too, and still names the address.
+    let addr = listening_addr(&json);
+    assert!(
+        find(&|e| e["message"] == format!("console at http://{addr}/").as_str()).is_some(),
+        "{json}"
+    );
+
+    let quiet = first_run_log(&config, &["--quiet"]);
+    assert!(quiet.contains("listening on http://"), "{quiet}");
+    for chatter in ["starting", "ready with", "console at", " INFO "] {
+        assert!(
+            !quiet.contains(chatter),
+            "{chatter:?} under --quiet: {quiet}"
+        );
+    }
+    assert!(quiet.contains("no-such-program-for-toolsearch"), "{quiet}");
+}
+
+/// `--http` takes a bare port (on loopback), `localhost:PORT` and an address, and refuses
+/// anything else with what it accepts.
+#[test]
+fn http_takes_a_bare_port_localhost_or_an_address() {
+    let port = peers::free_port();
+    let server = serve_rest_on(&port.to_string(), None, &[]);
+    assert_eq!(server.addr, format!("127.0.0.1:{port}"));
+    let answer = http(
+        &server.addr,
+        "POST",
+        "/api/mcp-standard/list_categories",
+        &[],
+        "",
+    );
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    drop(server);
+
+    let server = serve_rest_on("localhost:0", None, &[]);
+    assert!(server.addr.starts_with("127.0.0.1:"), "{}", server.addr);
+    drop(server);
+
+    let server = serve_rest_on("127.0.0.1:0", None, &[]);
+    assert!(server.addr.starts_with("127.0.0.1:"), "{}", server.addr);
+    drop(server);
+
+    let out = toolsearch()
+        .args(["serve", "--rest-only", "--catalog"])
+        .arg(catalog())
+        .args(["--http", "example.com:80"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("localhost:PORT") && err.contains("8787"),
+        "{err}"
+    );
+}
+
+/// The official Python SDK ends its HTTP session with `DELETE /mcp` and accepts 200, 204 or 405;
+/// any other answer makes it warn "Session termination failed" on every close.
+#[test]
+fn the_python_client_closes_its_session_without_a_warning() {
+    let config = write_config(&format!(
+        "[mcpServers.everything]\ncommand = \"node\"\nargs = [{js}, \"stdio\"]\n\n\
+         [toolSearch.semantic]\nenabled = false\n",
+        js = toml_str(&everything_js()),
+    ));
+    let (report, stderr) = peers::run_client_with(
+        "mcp_client.py",
+        peers::Transport::Http,
+        &config,
+        &json!([{"op": "list"}]),
+        &[],
+    );
+    assert!(report["steps"][0]["names"].is_array(), "{report}");
+    assert!(
+        !stderr.contains("Session termination failed"),
+        "the client warned on closing: {stderr}"
+    );
 }
