@@ -44,6 +44,9 @@ enum Command {
     /// The embedding model: install it, see where it is.
     #[command(subcommand)]
     Model(commands::model::ModelCommand),
+    /// Write a gateway config (a starter, or the servers of a Claude Desktop, Cursor or VS Code
+    /// file) and print the entry that makes the client start the gateway.
+    Init(commands::init::InitArgs),
 }
 
 /// An error caused by the user's input: exit code 2 instead of 1.
@@ -93,6 +96,7 @@ fn main() -> ExitCode {
             .map(|text| println!("{text}"))
             .map_err(Into::into),
         Command::Model(command) => commands::model::run(command),
+        Command::Init(args) => commands::init::run(args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1366,3 +1366,241 @@ fn typos_and_a_file_without_servers_exit_2_naming_the_key() {
         }
     }
 }
+
+/// `toolsearch init ARGS` run in `cwd` with `HOME` at `home` (and no `XDG_CONFIG_HOME`), so that
+/// the user's own files are never read or written.
+fn init(cwd: &Path, home: &Path, args: &[&str]) -> std::process::Output {
+    toolsearch()
+        .current_dir(cwd)
+        .env("HOME", home)
+        .env_remove("XDG_CONFIG_HOME")
+        .arg("init")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap()
+}
+
+/// The client entry init printed on stdout: its command and args.
+fn printed_entry(output: &std::process::Output, servers_key: &str) -> (String, Vec<String>) {
+    let snippet: Value = serde_json::from_slice(&output.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not the entry's JSON ({e}): {}",
+            String::from_utf8_lossy(&output.stdout)
+        )
+    });
+    let entry = &snippet[servers_key]["toolsearch"];
+    let args = entry["args"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no args in {snippet}"))
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect();
+    (entry["command"].as_str().unwrap().to_string(), args)
+}
+
+/// The printed entry starts this very binary on the written config, over stdio.
+fn assert_entry_runs_this_gateway(command: &str, args: &[String], config: &Path) {
+    assert!(Path::new(command).is_absolute(), "{command}");
+    assert_eq!(
+        std::fs::canonicalize(command).unwrap(),
+        std::fs::canonicalize(env!("CARGO_BIN_EXE_toolsearch")).unwrap()
+    );
+    assert_eq!(args[..3], ["serve", "--stdio", "--config"], "{args:?}");
+    assert!(Path::new(&args[3]).is_absolute(), "{args:?}");
+    assert_eq!(
+        std::fs::canonicalize(&args[3]).unwrap(),
+        std::fs::canonicalize(config).unwrap()
+    );
+}
+
+/// `toolsearch init` with no input writes the starter config (filesystem and memory through npx),
+/// creates the filesystem server's folder beside it, and the gateway serves it: a client finds a
+/// file tool, and the server may reach that folder only, wherever the gateway was started.
+#[test]
+fn init_writes_a_starter_config_that_serve_loads() {
+    let dir = scratch();
+    let out = dir.join("conf/gateway.toml");
+    let output = init(&dir, &dir, &["--out", "conf/gateway.toml"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("filesystem, memory"), "{stderr}");
+    assert!(dir.join("conf/files").is_dir(), "{stderr}");
+    let (command, args) = printed_entry(&output, "mcpServers");
+    assert_entry_runs_this_gateway(&command, &args, &out);
+    assert!(stderr.contains("claude_desktop_config.json"), "{stderr}");
+
+    let report = run_client(
+        Transport::Stdio,
+        &out,
+        json!([
+            {"op": "list"},
+            {"op": "call", "name": "search_tools", "arguments": {"query": "list the directories the server may access"}},
+            {"op": "call", "name": "call_tool", "arguments": {"name": "filesystem___list_allowed_directories", "arguments": {}}},
+            {"op": "call", "name": "search_tools", "arguments": {"query": "create entities in the knowledge graph"}}
+        ]),
+    );
+    let listed = names(step(&report, 0));
+    assert!(listed.contains(&"search_tools".to_string()), "{listed:?}");
+    assert!(
+        found(step(&report, 1)).contains(&"filesystem___list_allowed_directories".to_string()),
+        "{}",
+        step(&report, 1)
+    );
+    let allowed = step(&report, 2)["text"].as_str().unwrap_or_default();
+    let files = std::fs::canonicalize(dir.join("conf/files")).unwrap();
+    assert!(
+        allowed.contains(&*files.to_string_lossy()),
+        "the filesystem server may reach more than the starter's folder: {allowed}"
+    );
+    assert!(
+        found(step(&report, 3))
+            .iter()
+            .any(|name| name.starts_with("memory___")),
+        "{}",
+        step(&report, 3)
+    );
+}
+
+/// `init --from claude` reads Claude Desktop's file where Claude keeps it, writes its servers (not
+/// the entry that runs toolsearch itself, nor the app's own keys) to the default place, and prints
+/// the entry to paste; the gateway serves both imported servers.
+#[test]
+fn init_imports_a_claude_desktop_file_without_toolsearch_itself() {
+    let home = scratch();
+    let claude_dir = home.join(".config/Claude");
+    std::fs::create_dir_all(&claude_dir).unwrap();
+    let claude_file = claude_dir.join("claude_desktop_config.json");
+    let claude = json!({
+        "globalShortcut": "Ctrl+Space",
+        "preferences": {"quickEntryShortcut": "off"},
+        "mcpServers": {
+            "toolsearch": {"command": "toolsearch", "args": ["serve", "--stdio", "--config", "/somewhere/gateway.toml"]},
+            "everything": {"command": "node", "args": [everything_js(), "stdio"]},
+            "time": {"command": mcp_server_time(), "args": ["--local-timezone", "UTC"]}
+        }
+    });
+    std::fs::write(&claude_file, serde_json::to_string_pretty(&claude).unwrap()).unwrap();
+
+    let output = init(&home, &home, &["--from", "claude"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let out = home.join(".config/toolsearch/gateway.toml");
+    let written = std::fs::read_to_string(&out).unwrap();
+    let config = toolsearch_gateway::config::GatewayConfig::load(&out).unwrap();
+    assert_eq!(
+        config.mcp_servers.names(),
+        ["everything", "time"],
+        "{written}"
+    );
+    assert!(
+        !written.contains("globalShortcut") && !written.contains("preferences"),
+        "{written}"
+    );
+    assert!(stderr.contains("left out `toolsearch`"), "{stderr}");
+    assert!(stderr.contains(&*claude_file.to_string_lossy()), "{stderr}");
+    let (command, args) = printed_entry(&output, "mcpServers");
+    assert_entry_runs_this_gateway(&command, &args, &out);
+
+    let report = run_client(
+        Transport::Stdio,
+        &out,
+        json!([
+            {"op": "list"},
+            {"op": "call", "name": "call_tool", "arguments": {"name": "everything___echo", "arguments": {"message": "imported"}}},
+            {"op": "call", "name": "call_tool", "arguments": {"name": "time___get_current_time", "arguments": {"timezone": "UTC"}}}
+        ]),
+    );
+    assert_eq!(step(&report, 1)["text"], "Echo: imported", "{report}");
+    assert_eq!(step(&report, 2)["json"]["timezone"], "UTC", "{report}");
+}
+
+/// VS Code's `.vscode/mcp.json` (its `servers` key, `inputs`, comments) imports as `mcpServers`,
+/// and the entry printed is in VS Code's shape.
+#[test]
+fn init_imports_a_vscode_servers_file() {
+    let dir = scratch();
+    std::fs::create_dir_all(dir.join(".vscode")).unwrap();
+    std::fs::write(
+        dir.join(".vscode/mcp.json"),
+        format!(
+            "{{\n  // Servers of this workspace\n  \"inputs\": [],\n  \"servers\": {{\n    \"everything\": {{\"type\": \"stdio\", \"command\": \"node\", \"args\": [{}, \"stdio\"],}},\n  }},\n}}\n",
+            toml_str(&everything_js())
+        ),
+    )
+    .unwrap();
+    let output = init(&dir, &dir, &["--from", "vscode", "--out", "gateway.json"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    let out = dir.join("gateway.json");
+    let written: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(
+        written["mcpServers"]["everything"]["type"], "stdio",
+        "{written}"
+    );
+    assert!(
+        written.get("inputs").is_none() && written.get("servers").is_none(),
+        "{written}"
+    );
+    toolsearch_gateway::config::GatewayConfig::load(&out).unwrap();
+    let snippet: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(
+        snippet["servers"]["toolsearch"]["type"], "stdio",
+        "{snippet}"
+    );
+    let (command, args) = printed_entry(&output, "servers");
+    assert_entry_runs_this_gateway(&command, &args, &out);
+    assert!(stderr.contains(".vscode/mcp.json"), "{stderr}");
+}
+
+/// An existing file is kept unless `--force` says to replace it.
+#[test]
+fn init_refuses_to_overwrite_without_force() {
+    let dir = scratch();
+    let out = dir.file("gateway.toml", "# mine\n");
+    let output = init(&dir, &dir, &["--out", "gateway.toml"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("already exists") && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert!(output.stdout.is_empty(), "{stderr}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "# mine\n");
+
+    let output = init(&dir, &dir, &["--out", "gateway.toml", "--force"]);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        peers::stderr_of(&output)
+    );
+    assert!(std::fs::read_to_string(&out)
+        .unwrap()
+        .contains("[mcpServers.filesystem]"));
+}
+
+/// A missing, broken or serverless input stops init with exit code 2, a message naming the file
+/// and what to do, and nothing written.
+#[test]
+fn init_exits_2_for_a_missing_or_broken_input() {
+    let dir = scratch();
+    let broken = dir.file("broken.json", "{\"mcpServers\": {\"a\": }\n");
+    let serverless = dir.file("serverless.json", "{\"globalShortcut\": \"x\"}\n");
+    let cases: [(&str, &[&str]); 4] = [
+        ("missing.json", &["missing.json", "--from FILE"]),
+        ("broken.json", &["broken.json", "line 1"]),
+        ("serverless.json", &["mcpServers", "servers"]),
+        ("cursor", &[".cursor/mcp.json"]),
+    ];
+    for (from, expected) in cases {
+        let output = init(&dir, &dir, &["--from", from, "--out", "out.toml"]);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{from}: {stderr}");
+        for text in expected {
+            assert!(stderr.contains(text), "{from}: `{text}` not in {stderr}");
+        }
+        assert!(!dir.join("out.toml").exists(), "{from}: {stderr}");
+    }
+    drop((broken, serverless));
+}
