@@ -489,7 +489,7 @@ impl ServerConfig {
         words
             .iter()
             .position(|word| names_toolsearch(word, current.as_deref()))
-            .is_some_and(|at| words[at + 1..].iter().any(|w| *w == "serve"))
+            .is_some_and(|at| words[at + 1..].contains(&"serve"))
     }
 
     /// Whether the entry's `--config FILE` (or `--config=FILE`) argument, taken from its `cwd`,
