@@ -231,7 +231,7 @@ pub fn run(args: InitArgs) -> Result<()> {
             )
         };
         return Err(BadInput(format!(
-            "cannot import {}: {place}{}; fix it there and run toolsearch init again",
+            "cannot import {}: {place}{} (fix it there, then run toolsearch init again)",
             plan.from_label, err.message
         ))
         .into());
@@ -512,7 +512,7 @@ fn import(source: &Source, format: Format) -> Result<Plan, BadInput> {
         )));
     }
     let text = match format {
-        Format::Toml => toml_document(&comment_safe(&label), &left_out, &kept)
+        Format::Toml => toml_document(&path.to_string_lossy(), &left_out, &kept)
             .map_err(|why| BadInput(format!("cannot import {label}: {why}")))?,
         Format::Json => {
             let servers: Map<String, Value> = kept.iter().cloned().collect();
@@ -543,10 +543,16 @@ fn toml_document(
     left_out: &[(String, String)],
     servers: &[(String, Value)],
 ) -> Result<String, String> {
-    let mut text =
-        format!("# A toolsearch gateway config, from `toolsearch init --from {from}`.\n");
-    for (name, _) in left_out {
-        text.push_str(&format!("# Left out: {}.\n", comment_safe(name)));
+    let mut text = format!(
+        "# A toolsearch gateway config, from `toolsearch init --from {}`.\n",
+        comment_safe(from)
+    );
+    for (name, why) in left_out {
+        text.push_str(&format!(
+            "# Left out `{}`: {}.\n",
+            comment_safe(name),
+            comment_safe(why)
+        ));
     }
     text.push_str("# Run: toolsearch serve --config FILE\n");
     for (name, entry) in servers {
@@ -852,14 +858,17 @@ mod tests {
                 json!({"url": "https://example.com/mcp", "headers": {}}),
             ),
         ];
-        let text =
-            toml_document("x.json", &[("toolsearch".into(), String::new())], &servers).unwrap();
+        let left_out = [("toolsearch".to_string(), "it runs toolsearch".to_string())];
+        let text = toml_document("x.json", &left_out, &servers).unwrap();
         let config = GatewayConfig::parse(&text, Format::Toml, "out.toml").unwrap();
         let server = config.mcp_servers.get("my server").unwrap();
         assert_eq!(server.args, ["-y", "pkg", "a \"quoted\"\tpath"]);
         assert_eq!(server.env.get("odd key").map(String::as_str), Some("v"));
         assert_eq!(config.mcp_servers.names(), ["my server", "remote"]);
-        assert!(text.contains("# Left out: toolsearch."), "{text}");
+        assert!(
+            text.contains("# Left out `toolsearch`: it runs toolsearch."),
+            "{text}"
+        );
 
         let err =
             toml_document("x.json", &[], &[("a".into(), json!({"args": [null]}))]).unwrap_err();
