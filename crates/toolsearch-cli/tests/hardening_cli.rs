@@ -1033,3 +1033,41 @@ fn the_python_client_closes_its_session_without_a_warning() {
         "the client warned on closing: {stderr}"
     );
 }
+
+/// On a terminal (a pseudo-terminal from util-linux's `script`) the log is coloured, unless
+/// `NO_COLOR` is set.
+#[test]
+fn colours_on_a_terminal_and_never_with_no_color() {
+    if Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: util-linux's `script` is not installed");
+        return;
+    }
+    let config = everything_and_broken();
+    let on_a_terminal = |no_color: Option<&str>| {
+        let command = format!(
+            "timeout 5 {} serve --config {} --http 127.0.0.1:0 --wait-for-upstreams",
+            env!("CARGO_BIN_EXE_toolsearch"),
+            config.display()
+        );
+        let mut script = Command::new("script");
+        script
+            .args(["-qec", &command, "/dev/null"])
+            .env_remove("RUST_LOG")
+            .env_remove("NO_COLOR")
+            .stdin(Stdio::null());
+        if let Some(value) = no_color {
+            script.env("NO_COLOR", value);
+        }
+        let out = script.output().unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let coloured = on_a_terminal(None);
+    assert!(coloured.contains("ready with"), "{coloured}");
+    assert!(
+        coloured.contains("\u{1b}["),
+        "no colour on a terminal: {coloured}"
+    );
+    let plain = on_a_terminal(Some("1"));
+    assert!(plain.contains("ready with"), "{plain}");
+    assert!(!plain.contains('\u{1b}'), "colour with NO_COLOR: {plain:?}");
+}
