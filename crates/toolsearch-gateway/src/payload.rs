@@ -259,3 +259,29 @@ fn apply_query(
         Preset::Passthrough => Vec::new(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `bench tokens` builds the surface from a config; it must be the one a gateway started with
+    /// that config serves, whatever the served tools' switches say.
+    #[tokio::test]
+    async fn a_configs_surface_is_the_started_gateways() {
+        for (offload, prompts) in [(true, true), (false, true), (true, false), (false, false)] {
+            let mut config = GatewayConfig::default();
+            config.tool_search.offload.enabled = offload;
+            config.tool_search.search_prompts = prompts;
+            config.tool_search.semantic.enabled = false;
+            let gateway = crate::Gateway::start(config.clone()).unwrap();
+            let running = Surface::of_disclosure(gateway.disclosure());
+            let built = Surface::of_config(&config);
+            assert_eq!(
+                running.served, built.served,
+                "offload {offload}, prompts {prompts}"
+            );
+            assert_eq!(running.config, built.config);
+            gateway.shutdown().await;
+        }
+    }
+}
