@@ -541,15 +541,16 @@ fn without_ansi(text: &str) -> String {
     out
 }
 
-/// The listener opens at once: with an upstream that never answers `initialize` and a start-up
-/// limit of 60 s, the listening line comes, a REST search and an MCP session are answered, and
-/// the other upstream joins, all while the silent one is still starting.
+/// The listener opens at once: with an upstream that never answers `initialize`, the listening
+/// line comes and a REST search is answered while it is still starting (naming it as not ready);
+/// an MCP client's first tools/list waits at most the start-up limit, after which the other
+/// upstream is served and calls to the silent one say why it is down.
 #[test]
 fn the_listener_opens_before_a_silent_upstream_answers() {
     let dir = scratch();
     // Reads its stdin and never answers.
     let silent = format!(
-        "[mcpServers.silent]\ncommand = {}\nargs = [\"-c\", \"import sys; sys.stdin.read()\"]\n\n[supervisor]\nstartupTimeoutSecs = 60",
+        "[mcpServers.silent]\ncommand = {}\nargs = [\"-c\", \"import sys; sys.stdin.read()\"]\n\n[supervisor]\nstartupTimeoutSecs = 8",
         toml_str(&peers::venv_python()),
     );
     let text = format!(
@@ -589,6 +590,12 @@ fn the_listener_opens_before_a_silent_upstream_answers() {
         Some(r#"{"query": "echo"}"#),
     );
     assert_eq!(status, 200, "{body}");
+    assert!(
+        body["serversNotReady"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|s| s["server"] == "silent")),
+        "{body}"
+    );
     let report = peers::run_client_at(
         "mcp_client.py",
         &format!("http://{url}"),
@@ -598,10 +605,12 @@ fn the_listener_opens_before_a_silent_upstream_answers() {
             {"op": "call", "name": "call_tool", "arguments": {"name": "silent___anything", "arguments": {}}}
         ]),
     );
+    // The client's first tools/list waited for the first starts to settle: the silent one's
+    // ran out of its startup time, and calls to it say so.
     for index in [0, 2] {
         let text = step(&report, index)["text"].as_str().unwrap().to_string();
         assert!(
-            text.contains("server `silent` is down (starting, attempt 1)"),
+            text.contains("server `silent` is down (") && text.contains("within 8s"),
             "{text}"
         );
     }

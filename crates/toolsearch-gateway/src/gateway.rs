@@ -588,6 +588,8 @@ impl Gateway {
     /// (`server___prompt`, the scope's patterns read the same way). An upstream that offers no
     /// prompts, is down, or does not answer in the call timeout adds none (and is logged).
     pub async fn list_prompts(&self, session: &str) -> Vec<Prompt> {
+        // Like tools/list: a client that lists once at start sees every upstream's.
+        self.first_starts_settled().await;
         let scope = self.session_scope(session);
         let naming = self.read_engine().naming().clone();
         let mut all = Vec::new();
@@ -754,6 +756,8 @@ impl Gateway {
     /// `server:<its uri>` for the scope's patterns), under gateway URIs. An upstream that fails or
     /// does not answer in the call timeout adds none (and is logged).
     pub async fn list_resources(&self, session: &str) -> Vec<Resource> {
+        // Like tools/list: a client that lists once at start sees every upstream's.
+        self.first_starts_settled().await;
         let scope = self.session_scope(session);
         let naming = self.read_engine().naming().clone();
         let mut all = Vec::new();
@@ -779,6 +783,8 @@ impl Gateway {
 
     /// Every ready upstream's resource templates the session's scope allows, under gateway URIs.
     pub async fn list_resource_templates(&self, session: &str) -> Vec<ResourceTemplate> {
+        // Like tools/list: a client that lists once at start sees every upstream's.
+        self.first_starts_settled().await;
         let scope = self.session_scope(session);
         let naming = self.read_engine().naming().clone();
         let mut all = Vec::new();
@@ -1372,7 +1378,7 @@ impl Gateway {
             .lock_sessions()
             .iter()
             .filter(|(_, e)| e.peer.is_some())
-            .filter_map(|(id, e)| e.listed.clone().map(|l| (id.clone(), l)))
+            .filter_map(|(id, e)| e.listed.map(|l| (id.clone(), l)))
             .collect();
         for (session, listed) in candidates {
             let scope = self.session_scope(&session);
@@ -1403,6 +1409,9 @@ impl Gateway {
     /// Waits until every upstream's first start has settled and the ready ones are indexed (at
     /// most `supervisor.startupTimeoutSecs` and a second after the gateway started).
     pub async fn first_starts_settled(&self) {
+        if self.first_starts_done() {
+            return;
+        }
         let mut settled = self.settled.subscribe();
         // The sender lives as long as the gateway, so this ends only when settled.
         let _ = settled.wait_for(|done| *done).await;

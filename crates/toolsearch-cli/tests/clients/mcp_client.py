@@ -48,6 +48,8 @@ PLAN_JSON is a list of steps, each run in order on one session:
     {"op": "kill_pidfile", "path": P}              -> {"killed": pid}
     {"op": "route", "to": I}                       -> {"route": I}: the next requests go to --replicas' URL I
     {"op": "touch" | "rm", "path": P}              -> creates or removes a file (the fault tests' switch)
+Like desktop clients, it lists the tools once after initialize, before the plan's first step
+(unless "client" says "no_initial_list": true).
 PLAN_JSON may also be {"client": {...}, "steps": [...]}, where "client" turns on what the client
 offers the server: "sampling": TEXT (answers sampling/createMessage with TEXT), "elicitation":
 {CONTENT} (accepts elicitation/create with CONTENT), "elicitation": "hang" (never answers, and
@@ -384,6 +386,9 @@ async def main():
             "capabilities": dump(caps),
             "instructions": client.instructions,
         }
+        if not offers.get("no_initial_list"):
+            # What desktop clients do after initialize: list the tools once, then act.
+            await client.list_tools(cache_mode="refresh")
         for step in plan:
             out["steps"].append(await run_step(client, recorder, step))
     out["transport_errors"] = recorder.errors
