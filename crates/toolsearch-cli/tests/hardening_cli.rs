@@ -344,7 +344,7 @@ fn mcp_search_over_stdio_survives_deeply_nested_parentheses() {
 /// A gateway without upstreams, with the given extra config.
 fn bare_gateway(extra: &str) -> peers::Gateway {
     serve_http(&write_config(&format!(
-        "[toolSearch]\npreset = \"search\"\n\n{extra}\n"
+        "[mcpServers]\n\n[toolSearch]\npreset = \"search\"\n\n{extra}\n"
     )))
 }
 
@@ -780,7 +780,7 @@ impl StdioSession {
 
 #[test]
 fn malformed_stdio_lines_get_json_rpc_errors_and_the_session_goes_on() {
-    let config = write_config("[toolSearch]\npreset = \"search\"\n");
+    let config = write_config("[mcpServers]\n\n[toolSearch]\npreset = \"search\"\n");
     let mut session = StdioSession::start(&config);
     session.send(&initialize_body());
     let init = session.next_answer("initialize");

@@ -111,9 +111,6 @@ pub struct GatewayConfig {
     /// file has neither (see [`GatewayConfig::require_servers`]).
     #[serde(skip)]
     pub servers_key: Option<String>,
-    /// Whether the file has any key the gateway reads at the top level.
-    #[serde(skip)]
-    pub has_gateway_keys: bool,
 }
 
 /// The `state` section. Without `redis` every session lives in this process's memory; with it,
@@ -908,9 +905,6 @@ impl GatewayConfig {
             message,
         })?;
         let top_keys = top_keys.unwrap_or_default();
-        config.has_gateway_keys = top_keys
-            .iter()
-            .any(|key| TOP_LEVEL_KEYS.contains(&key.as_str()));
         config.servers_key = top_keys
             .into_iter()
             .find(|key| key == "mcpServers" || key == "servers");
@@ -921,13 +915,12 @@ impl GatewayConfig {
         Ok(config)
     }
 
-    /// For a gateway over upstreams: fails when the file has no key the gateway reads at all
-    /// (neither `mcpServers` nor `servers`, nor a section such as `toolSearch`), which is an
-    /// empty file or another program's file, e.g. one that keeps its servers under another key.
-    /// A file with the gateway's own sections and no servers starts a gateway without upstreams
-    /// (`--rest-only` takes any file).
+    /// For a gateway over upstreams: fails when the file has neither `mcpServers` nor `servers`,
+    /// which is a misspelt key, an empty file or another program's file: a gateway started
+    /// from it would serve no tool and say nothing. An empty `mcpServers` is a choice, and
+    /// accepted (`--rest-only` takes any file).
     pub fn require_servers(&self, file: &Path) -> Result<(), ConfigError> {
-        if self.servers_key.is_some() || self.has_gateway_keys {
+        if self.servers_key.is_some() {
             return Ok(());
         }
         Err(ConfigError {
@@ -935,7 +928,7 @@ impl GatewayConfig {
             key: String::new(),
             line: None,
             column: None,
-            message: "has neither `mcpServers` (as Claude Desktop and Cursor write it) nor `servers` (as VS Code writes it), nor any other key the gateway reads, so the gateway has no server to start; list the servers under one of them (see examples/gateway.toml), or serve a catalog file with `--rest-only --catalog FILE`".into(),
+            message: "has neither `mcpServers` (as Claude Desktop and Cursor write it) nor `servers` (as VS Code writes it), so the gateway has no server to start; list the servers under one of them (see examples/gateway.toml), or serve a catalog file with `--rest-only --catalog FILE`".into(),
         })
     }
 
@@ -1669,14 +1662,16 @@ mod tests {
             .unwrap()
             .require_servers(Path::new("g.toml"))
             .is_err());
-        // A gateway config without upstreams (its own sections only) is one.
-        for text in ["[mcpServers]\n", "[toolSearch]\npreset = \"search\"\n"] {
-            let config = toml(text).unwrap();
-            assert!(
-                config.require_servers(Path::new("g.toml")).is_ok(),
-                "{text}"
-            );
-        }
+        // The gateway's own sections without a server key are refused too; an empty
+        // `mcpServers` is accepted.
+        assert!(toml("[toolSearch]\npreset = \"search\"\n")
+            .unwrap()
+            .require_servers(Path::new("g.toml"))
+            .is_err());
+        assert!(toml("[mcpServers]\n")
+            .unwrap()
+            .require_servers(Path::new("g.toml"))
+            .is_ok());
     }
 
     #[test]

@@ -1559,12 +1559,15 @@ async fn settle_first_starts(gateway: Weak<Gateway>) {
     }
     gateway.settled.send_replace(true);
     let readiness = gateway.readiness();
+    let ready = gateway.upstreams.servers().len() - readiness.not_ready.len();
+    let tools = gateway.read_engine().catalog().len();
     if readiness.not_ready.is_empty() {
-        tracing::info!("every upstream is ready");
+        tracing::info!(target: "upstream", "all {ready} upstreams ready: {tools} tools; tools/list now answers");
     } else {
         for (server, state) in &readiness.not_ready {
-            tracing::warn!(server, %state, "upstream not ready after its first start; serving the others");
+            tracing::warn!(target: "upstream", server, %state, "not ready after its first start; serving the others");
         }
+        tracing::info!(target: "upstream", "{ready} upstreams ready: {tools} tools; tools/list now answers");
     }
     gateway.notify_changed_sessions().await;
 }

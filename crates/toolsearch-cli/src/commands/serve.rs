@@ -203,24 +203,20 @@ fn parse_listen_addr(value: &str) -> Result<SocketAddr, String> {
 /// The MCP gateway: upstreams from the config, clients over stdio or HTTP.
 async fn gateway(args: ServeArgs, config: GatewayConfig) -> Result<()> {
     let gateway = Gateway::start(config.clone()).map_err(|e| BadInput(e.to_string()))?;
-    // Served at once: each upstream joins the index when it is ready, and sessions whose tool
-    // list changes get tools/list_changed, so one upstream that never answers keeps no client
-    // waiting. On request, the first tools/list waits for the upstreams' first start instead.
+    // Served at once: `initialize` is answered at once, a session's first tools/list waits for
+    // the upstreams' first starts, and sessions whose list changes later get tools/list_changed.
+    // On request the listener itself waits for the first starts instead.
     if args.wait_for_upstreams {
         let startup = Duration::from_secs(config.supervisor.startup_timeout_secs.saturating_add(1));
         for (server, state) in gateway.wait_started(startup).await {
             tracing::warn!(server, %state, "upstream not ready; serving the others");
         }
     }
-    let tool_count = gateway
-        .engine()
-        .read()
-        .map(|e| e.catalog().len())
-        .unwrap_or_default();
+    let tool_count = catalog_summary(&gateway);
     let preset = gateway.preset();
     let shutdown = CancellationToken::new();
     let outcome = if args.stdio {
-        tracing::info!(tools = tool_count, %preset, "MCP gateway on stdio");
+        tracing::info!(catalog = %tool_count, %preset, "MCP gateway on stdio");
         tokio::select! {
             r = downstream::serve_stdio(gateway.clone(), shutdown.clone()) => r.map_err(anyhow::Error::from),
             () = shutdown_signal() => Ok(()),
@@ -240,12 +236,28 @@ async fn gateway(args: ServeArgs, config: GatewayConfig) -> Result<()> {
     outcome
 }
 
+/// What the catalog holds as the listener opens: its tool count once the upstreams' first starts
+/// have settled, else how many upstreams are still starting (a count of 0 tools then would say
+/// that nothing is there).
+fn catalog_summary(gateway: &Gateway) -> String {
+    if gateway.first_starts_done() {
+        let tools = gateway
+            .engine()
+            .read()
+            .map(|e| e.catalog().len())
+            .unwrap_or_default();
+        format!("{tools} tools")
+    } else {
+        format!("{} upstreams starting", gateway.upstreams().servers().len())
+    }
+}
+
 async fn serve_gateway_http(
     args: &ServeArgs,
     config: &GatewayConfig,
     gateway: Arc<Gateway>,
     shutdown: CancellationToken,
-    tool_count: usize,
+    tool_count: String,
 ) -> Result<()> {
     let state = RestState::from_config(gateway.engine().clone(), config)
         .map_err(|e| BadInput(e.to_string()))?
@@ -266,7 +278,7 @@ async fn serve_gateway_http(
     let app = downstream::http_app(gateway, state, local, shutdown.clone());
     // One line on stderr that scripts (and the tests) can read the actual port from.
     crate::logging::announce(&format!(
-        "toolsearch: MCP gateway listening on http://{local}{} ({tool_count} tools, preset {preset}); REST API at http://{local}/api/mcp-standard/",
+        "toolsearch: MCP gateway listening on http://{local}{} ({tool_count}, preset {preset}); REST API at http://{local}/api/mcp-standard/",
         downstream::MCP_PATH
     ));
     tracing::info!("console at http://{local}/");
