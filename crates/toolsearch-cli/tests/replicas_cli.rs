@@ -314,7 +314,8 @@ fn replicas_share_tool_vectors() {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
         loop {
             let (_, body) = http_raw(&gateway.addr(), "GET", "/api/status", None, None);
-            if body.contains("\"state\":\"ready\"") {
+            let status: Value = serde_json::from_str(&body).unwrap();
+            if status["search"]["state"] == "ready" {
                 return;
             }
             assert!(

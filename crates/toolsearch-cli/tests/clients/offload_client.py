@@ -85,6 +85,8 @@ class Session:
     async def serve(self, server):
         # mode="legacy" (the default): the initialize handshake, as most of today's clients do.
         async with Client(server, mode=self.mode, cache=None) as client:
+            # What desktop clients do after initialize: list the tools once, then act.
+            await client.list_tools(cache_mode="refresh")
             while True:
                 work, done = await self.queue.get()
                 if work is None:
