@@ -2,13 +2,12 @@
 //! tokens (no padding, at most [`MAX_TOKENS`]), the encoder, mean pooling over the attention mask,
 //! L2 normalisation.
 
-use crate::encoder::Encoder;
+use crate::encoder::{Config, Encoder};
 use crate::error::ModelError;
 use crate::hash::{copy_hashed, hex, sha256};
 use crate::location::MODEL_FILES;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::Config;
 use std::path::{Path, PathBuf};
 use tokenizers::{Tokenizer, TruncationParams};
 use toolsearch_core::embed::{normalize, EmbedError, Embedder};

@@ -9,7 +9,34 @@
 
 use candle_core::{DType, Module, Result, Tensor, D};
 use candle_nn::{embedding, layer_norm, linear, Embedding, LayerNorm, Linear, VarBuilder};
-use candle_transformers::models::bert::{Config, HiddenAct};
+use serde::Deserialize;
+
+/// What the encoder reads of a BERT-style `config.json`, under the names Hugging Face writes
+/// and `candle_transformers::models::bert::Config` reads. Declared here so that a build does
+/// not compile candle's whole model zoo for one struct (about a tenth of a release build).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub(crate) struct Config {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub intermediate_size: usize,
+    pub hidden_act: HiddenAct,
+    pub max_position_embeddings: usize,
+    pub type_vocab_size: usize,
+    pub layer_norm_eps: f64,
+    #[serde(default)]
+    pub model_type: Option<String>,
+}
+
+/// The feed-forward activation, spelled as candle's BERT reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum HiddenAct {
+    Gelu,
+    GeluApproximate,
+    Relu,
+}
 
 /// A loaded encoder: token ids in, one hidden state per token out.
 pub(crate) struct Encoder {
@@ -246,23 +273,36 @@ mod tests {
     use candle_core::Device;
     use test_peers as peers;
 
-    /// The model's weights and config, or `None` (skipped) when it is not installed.
-    fn weights(test: &str) -> Option<(VarBuilder<'static>, Config)> {
+    /// The model's weights and config, ours and as candle's BERT reads it, or `None` (skipped)
+    /// when it is not installed.
+    fn weights_and_candles_config(
+        test: &str,
+    ) -> Option<(
+        VarBuilder<'static>,
+        Config,
+        candle_transformers::models::bert::Config,
+    )> {
         let dir = peers::model_or_skip(test)?;
-        let config: Config =
-            serde_json::from_slice(&std::fs::read(dir.join("config.json")).unwrap()).unwrap();
+        let text = std::fs::read(dir.join("config.json")).unwrap();
+        let config: Config = serde_json::from_slice(&text).unwrap();
+        let candles = serde_json::from_slice(&text).unwrap();
         let bytes = std::fs::read(dir.join("model.safetensors")).unwrap();
         let vb = VarBuilder::from_buffered_safetensors(bytes, DType::F32, &Device::Cpu).unwrap();
-        Some((vb, config))
+        Some((vb, config, candles))
     }
 
     #[test]
     fn the_encoder_computes_what_candles_bert_computes() {
-        let Some((vb, config)) = weights("the_encoder_computes_what_candles_bert_computes") else {
+        let Some((vb, config, candles)) =
+            weights_and_candles_config("the_encoder_computes_what_candles_bert_computes")
+        else {
             return;
         };
+        assert_eq!(config.hidden_size, candles.hidden_size);
+        assert_eq!(config.num_hidden_layers, candles.num_hidden_layers);
+        assert_eq!(config.layer_norm_eps, candles.layer_norm_eps);
         let ours = Encoder::load(vb.clone(), &config).unwrap();
-        let candle = candle_transformers::models::bert::BertModel::load(vb, &config).unwrap();
+        let candle = candle_transformers::models::bert::BertModel::load(vb, &candles).unwrap();
         // Two texts of 9 and 5 tokens, the second padded: the mask must hide its padding.
         let ids = [
             [101u32, 2128, 2019, 10373, 2000, 1037, 11729, 1012, 102],
