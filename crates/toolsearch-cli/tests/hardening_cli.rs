@@ -574,6 +574,20 @@ fn other_listeners_apply_the_allowed_lists() {
         ("Origin", "http://localhost:3000"),
     ]);
     assert_eq!(page.status, 403, "{}", page.body);
+    // Probes name the address they reach as Host (a pod's IP) and hold no data: they pass.
+    for probe in ["/healthz", "/readyz"] {
+        let answer = http(&server.addr, "GET", probe, &[("Host", "10.1.2.3:8787")], "");
+        assert_eq!(answer.status, 200, "{probe}: {}", answer.body);
+    }
+    // Only the probes: any other route with that Host is still refused.
+    let status = http(
+        &server.addr,
+        "GET",
+        "/api/status",
+        &[("Host", "10.1.2.3:8787")],
+        "",
+    );
+    assert_eq!(status.status, 403, "{}", status.body);
 }
 
 #[test]

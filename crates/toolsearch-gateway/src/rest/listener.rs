@@ -306,11 +306,21 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
         };
         let host = header(HOST).or_else(|| request.uri().authority().map(|a| a.to_string()));
         let origin = header(ORIGIN);
-        if let Err(refusal) =
+        // Probes come from load balancers and the kubelet, which name the address they reach
+        // (a pod's IP) as Host; the probes hold no data a rebinding page could read.
+        let probe = request.method() == axum::http::Method::GET
+            && matches!(
+                request.uri().path(),
+                super::HEALTHZ_PATH | super::READYZ_PATH
+            );
+        let checked = if probe {
+            Ok(())
+        } else {
             self.shared
                 .http
                 .check_request(self.shared.loopback, host.as_deref(), origin.as_deref())
-        {
+        };
+        if let Err(refusal) = checked {
             tracing::debug!(target: "http", host = ?host, origin = ?origin, "request refused: {refusal}");
             let response = ApiError::Forbidden(refusal.to_string()).into_response();
             return Box::pin(async move { Ok(tracked(response, in_progress)) });
