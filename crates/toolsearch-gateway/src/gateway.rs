@@ -1422,21 +1422,6 @@ impl Gateway {
         *self.settled.borrow()
     }
 
-    /// Where the upstreams stand, for readiness probes and the status page: whether the first
-    /// starts have settled, and each server that is not ready with its state.
-    pub fn readiness(&self) -> Readiness {
-        Readiness {
-            settled: self.first_starts_done(),
-            not_ready: self
-                .upstreams
-                .states()
-                .into_iter()
-                .filter(|(_, s)| !s.is_ready())
-                .map(|(server, state)| (server, state.to_string()))
-                .collect(),
-        }
-    }
-
     /// The instructions of a session that began before the upstreams' first starts settled.
     fn starting_guidance(&self) -> String {
         let servers = self.upstreams.servers();
@@ -1558,26 +1543,18 @@ async fn settle_first_starts(gateway: Weak<Gateway>) {
         tracing::error!(error = %e, "indexing the upstreams' tools failed");
     }
     gateway.settled.send_replace(true);
-    let readiness = gateway.readiness();
-    let ready = gateway.upstreams.servers().len() - readiness.not_ready.len();
+    let not_ready = gateway.status.not_ready();
+    let ready = gateway.upstreams.servers().len() - not_ready.len();
     let tools = gateway.read_engine().catalog().len();
-    if readiness.not_ready.is_empty() {
+    if not_ready.is_empty() {
         tracing::info!(target: "upstream", "all {ready} upstreams ready: {tools} tools; tools/list now answers");
     } else {
-        for (server, state) in &readiness.not_ready {
+        for (server, state) in &not_ready {
             tracing::warn!(target: "upstream", server, %state, "not ready after its first start; serving the others");
         }
         tracing::info!(target: "upstream", "{ready} upstreams ready: {tools} tools; tools/list now answers");
     }
     gateway.notify_changed_sessions().await;
-}
-
-/// What a readiness probe reports: whether the upstreams' first starts have settled, and the
-/// servers that are not ready with their states.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Readiness {
-    pub settled: bool,
-    pub not_ready: Vec<(String, String)>,
 }
 
 /// A fingerprint of a tool list as a client receives it: any change of a name, description,
