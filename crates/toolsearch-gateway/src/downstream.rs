@@ -478,7 +478,7 @@ fn custom_request_error(method: &str, params: Option<Value>) -> ErrorData {
     if !KNOWN_METHODS.contains(&method) {
         return ErrorData::new(
             ErrorCode::METHOD_NOT_FOUND,
-            format!("method `{method}` not found; this server answers the MCP methods of tools, prompts, resources, completion and logging"),
+            format!("method `{}` not found; this server answers the MCP methods of tools, prompts, resources, completion and logging", crate::error::clipped(method)),
             None,
         );
     }
@@ -792,7 +792,13 @@ pub fn http_app(
     // Layers run outside in: the token check first, then the session's owner.
     let mcp_router = Router::new()
         .route_service(MCP_PATH, mcp)
-        .route_layer(middleware::from_fn(session_closed_no_content))
+        .route_layer(middleware::from_fn_with_state(
+            SessionsToClose {
+                manager: owners.manager.clone(),
+                shared: owners.shared.clone(),
+            },
+            session_closed_no_content,
+        ))
         .route_layer(middleware::from_fn(request_work_first))
         .route_layer(middleware::from_fn_with_state(
             owners,
@@ -824,11 +830,40 @@ async fn request_work_first(request: Request, next: Next) -> Response {
     response
 }
 
+/// What a `DELETE` needs to know: whether the session it names exists here or, with replicas,
+/// in the shared store.
+#[derive(Clone)]
+struct SessionsToClose {
+    manager: Arc<LocalSessionManager>,
+    shared: Arc<dyn SharedSessions>,
+}
+
 /// A `DELETE` that ended its session is answered 204 No Content. rmcp answers 202, which the
 /// official Python SDK does not expect from a session's termination (it accepts 200, 204 and
-/// 405) and warns about on every close.
-async fn session_closed_no_content(request: Request, next: Next) -> Response {
+/// 405) and warns about on every close. rmcp also answers 202 for a session that does not exist
+/// (never opened, or already ended); that is a 404, as for any other request naming it.
+async fn session_closed_no_content(
+    State(sessions): State<SessionsToClose>,
+    request: Request,
+    next: Next,
+) -> Response {
     let delete = request.method() == Method::DELETE;
+    if delete {
+        let named = request
+            .headers()
+            .get(rmcp::transport::common::http_header::HEADER_SESSION_ID)
+            .and_then(|v| v.to_str().ok())
+            .map(SessionId::from);
+        if let Some(id) = named {
+            let here = sessions.manager.has_session(&id).await.unwrap_or(false);
+            let elsewhere = here
+                || (sessions.shared.is_shared()
+                    && matches!(sessions.shared.owner(&id).await, Ok(Some(_))));
+            if !elsewhere {
+                return unknown_session();
+            }
+        }
+    }
     let response = next.run(request).await;
     if delete && response.status() == StatusCode::ACCEPTED {
         let (mut parts, _) = response.into_parts();

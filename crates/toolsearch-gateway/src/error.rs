@@ -89,20 +89,28 @@ pub enum GatewayError {
     UnauthenticatedBind { addr: std::net::SocketAddr },
 
     /// The engine refused a setting or a catalog.
-    #[error("unknown prompt `{name}`; prompts are named `server{separator}prompt`: list them with prompts/list")]
+    #[error("unknown prompt `{}`; prompts are named `server{separator}prompt`: list them with prompts/list", clipped(name))]
     UnknownPrompt { name: String, separator: String },
 
-    #[error("server `{server}` could not give prompt `{prompt}`: {message}")]
+    #[error(
+        "server `{server}` could not give prompt `{}`: {}",
+        clipped(prompt),
+        clipped_long(message)
+    )]
     PromptFailed {
         server: String,
         prompt: String,
         message: String,
     },
 
-    #[error("no resource `{uri}`: gateway resource URIs look like `toolsearch://<server>/<uri>`; take one from resources/list or resources/templates/list")]
+    #[error("no resource `{}`: gateway resource URIs look like `toolsearch://<server>/<uri>`; take one from resources/list or resources/templates/list", clipped(uri))]
     UnknownResource { uri: String },
 
-    #[error("server `{server}` could not {action} resource `{uri}`: {message}")]
+    #[error(
+        "server `{server}` could not {action} resource `{}`: {}",
+        clipped(uri),
+        clipped_long(message)
+    )]
     ResourceFailed {
         server: String,
         uri: String,
@@ -122,8 +130,62 @@ pub enum GatewayError {
     Start { server: String, message: String },
 }
 
+/// Text a client or an upstream chose (a name, a URI, a message that may echo them), cut for
+/// errors and logs: an error is answered to the client and logged, and a megabyte-long method
+/// name would otherwise make a megabyte of log per request.
+pub(crate) fn clipped(text: &str) -> std::borrow::Cow<'_, str> {
+    clip_to(text, CLIPPED_CHARS)
+}
+
+/// Like [`clipped`], with room for an upstream's whole error message.
+pub(crate) fn clipped_long(text: &str) -> std::borrow::Cow<'_, str> {
+    clip_to(text, CLIPPED_LONG_CHARS)
+}
+
+/// Characters of a name or URI kept in an error.
+const CLIPPED_CHARS: usize = 200;
+/// Characters of an upstream's message kept in an error.
+const CLIPPED_LONG_CHARS: usize = 2_000;
+
+fn clip_to(text: &str, max: usize) -> std::borrow::Cow<'_, str> {
+    match text.char_indices().nth(max) {
+        None => std::borrow::Cow::Borrowed(text),
+        Some((end, _)) => std::borrow::Cow::Owned(format!(
+            "{}… ({} characters in all)",
+            &text[..end],
+            text.chars().count()
+        )),
+    }
+}
+
 impl From<ConfigError> for GatewayError {
     fn from(e: ConfigError) -> Self {
         GatewayError::Config(Box::new(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_chosen_text_is_clipped_in_errors() {
+        let uri = "x".repeat(1 << 20);
+        let message = GatewayError::UnknownResource { uri }.to_string();
+        assert!(message.len() < 500, "{} bytes", message.len());
+        assert!(message.contains("(1048576 characters in all)"), "{message}");
+        let short = GatewayError::UnknownResource {
+            uri: "toolsearch://a/b".into(),
+        }
+        .to_string();
+        assert!(short.contains("`toolsearch://a/b`"), "{short}");
+    }
+
+    #[test]
+    fn clipping_keeps_whole_characters() {
+        let text = "é".repeat(300);
+        let clipped = clipped(&text);
+        assert!(clipped.starts_with(&"é".repeat(200)), "{clipped}");
+        assert!(clipped.ends_with("(300 characters in all)"), "{clipped}");
     }
 }

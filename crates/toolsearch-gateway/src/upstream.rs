@@ -182,7 +182,7 @@ impl StderrTail {
         if lines.len() == Self::KEEP {
             lines.pop_front();
         }
-        lines.push_back(line);
+        lines.push_back(crate::error::clipped_long(&line).into_owned());
     }
 
     /// The kept lines, oldest first.
@@ -347,7 +347,7 @@ pub(crate) async fn connect(
                     loop {
                         match lines.next_line().await {
                             Ok(Some(line)) => {
-                                tracing::info!(target: "upstream", server = %server, "{line}");
+                                tracing::info!(target: "upstream", server = %server, "{}", crate::error::clipped_long(&line));
                                 tail.push(line);
                             }
                             Ok(None) => break,

@@ -232,7 +232,14 @@ pub(super) fn evaluate(
         let value = match item {
             Ok(value) => value,
             Err(exn) => match exn.get_err() {
-                Ok(err) => return Err(Refusal::FilterFailed(err.to_string())),
+                // A type error quotes the value it met, which may be the whole stored output:
+                // cut here, or the reply outgrows what the gateway reads of it.
+                Ok(err) => {
+                    let message = err.to_string();
+                    return Err(Refusal::FilterFailed(
+                        crate::error::clipped_long(&message).into_owned(),
+                    ));
+                }
                 Err(exn) => {
                     halted = Some(exn.get_halt().unwrap_or(-1));
                     break;
@@ -381,6 +388,19 @@ mod tests {
 
         let err = query(&stored("not json"), ".", 10, 1000).unwrap_err();
         assert!(matches!(err, OffloadError::NotJson { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_type_error_over_a_large_value_says_what_failed_in_few_words() {
+        let items: Vec<Value> = (0..50_000).map(|i| json!({"id": i})).collect();
+        let output = stored(&json!({ "items": items }).to_string());
+        let err = query(&output, ".items + 1", 10, 1000).unwrap_err();
+        let OffloadError::FilterFailed { message, .. } = &err else {
+            panic!("not a filter failure: {err}");
+        };
+        assert!(message.contains("cannot"), "{message}");
+        assert!(message.contains("characters in all"), "{message}");
+        assert!(message.len() < 3_000, "{} bytes", message.len());
     }
 
     #[test]
