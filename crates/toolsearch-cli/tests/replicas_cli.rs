@@ -415,3 +415,402 @@ fn when_redis_dies_calls_fail_with_an_error_naming_it() {
         "{metrics}"
     );
 }
+
+/// A gateway config with API tokens (`(name, token)`, in this order) and `extra` settings, over
+/// Redis when `redis` is given.
+fn token_config(
+    dir: &Path,
+    file: &str,
+    redis: Option<&str>,
+    tokens: &[(&str, &str)],
+    extra: &str,
+) -> PathBuf {
+    let mut text = format!(
+        r#"[mcpServers.everything]
+command = "node"
+args = [{everything}, "stdio"]
+
+[toolSearch.semantic]
+enabled = false
+
+{extra}
+"#,
+        everything = toml_str(&everything_js()),
+    );
+    if let Some(redis) = redis {
+        text.push_str(&format!("\n[state]\nredis = {}\n", toml_str(redis)));
+    }
+    for (name, token) in tokens {
+        text.push_str(&format!(
+            "\n[[rest.tokens]]\nname = \"{name}\"\ntoken = \"{token}\"\n"
+        ));
+    }
+    let path = dir.join(file);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// One MCP request over a fresh connection as a Streamable HTTP client sends it; returns the
+/// status, the `Mcp-Session-Id` answered (if any) and the body.
+fn mcp_post(
+    addr: &str,
+    token: &str,
+    session: Option<&str>,
+    message: &Value,
+) -> (u16, Option<String>, String) {
+    use std::io::{Read, Write};
+    let body = message.to_string();
+    let mut head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if let Some(session) = session {
+        head.push_str(&format!(
+            "Mcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-06-18\r\n"
+        ));
+    }
+    head.push_str("\r\n");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream.write_all(head.as_bytes()).unwrap();
+    stream.write_all(body.as_bytes()).unwrap();
+    let mut response = Vec::new();
+    stream.read_to_end(&mut response).unwrap();
+    let response = String::from_utf8_lossy(&response).into_owned();
+    let (head, body) = response.split_once("\r\n\r\n").unwrap();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let session = head.lines().find_map(|line| {
+        let (name, value) = line.split_once(':')?;
+        name.eq_ignore_ascii_case("mcp-session-id")
+            .then(|| value.trim().to_string())
+    });
+    (status, session, body.to_string())
+}
+
+/// Opens an MCP session with `token` and finishes its handshake; returns its id.
+fn open_session(addr: &str, token: &str) -> String {
+    let initialize = json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                   "clientInfo": {"name": "t", "version": "1"}}
+    });
+    let (status, session, body) = mcp_post(addr, token, None, &initialize);
+    assert_eq!(status, 200, "{body}");
+    let session = session.expect("initialize answered without Mcp-Session-Id");
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let (status, _, body) = mcp_post(addr, token, Some(&session), &initialized);
+    assert_eq!(status, 202, "{body}");
+    session
+}
+
+/// `tools/list` on `session` with `token`: the status, and the body.
+fn list_tools(addr: &str, token: &str, session: &str) -> (u16, String) {
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let (status, _, body) = mcp_post(addr, token, Some(session), &list);
+    (status, body)
+}
+
+/// Whether `session` serves `token`'s `tools/list`.
+fn serves(addr: &str, token: &str, session: &str) -> bool {
+    let (status, body) = list_tools(addr, token, session);
+    match status {
+        200 => {
+            assert!(
+                body.contains("tool_search") || body.contains("\"tools\""),
+                "{body}"
+            );
+            true
+        }
+        404 => false,
+        other => panic!("tools/list answered {other}: {body}"),
+    }
+}
+
+/// Opens the `GET` stream of `session` and keeps it open: its status, the connection (to hold
+/// it), and the body of a refusal.
+fn hold_stream(addr: &str, token: &str, session: &str) -> (u16, std::net::TcpStream, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let head = format!(
+        "GET /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nAccept: text/event-stream\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-06-18\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut received = Vec::new();
+    let mut byte = [0u8; 1];
+    while !received.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            stream.read(&mut byte).unwrap(),
+            1,
+            "the stream closed before its headers"
+        );
+        received.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&received).into_owned();
+    let status: u16 = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let mut body = String::new();
+    if status != 200 {
+        let length: usize = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().parse().unwrap())
+            })
+            .unwrap_or(0);
+        let mut bytes = vec![0u8; length];
+        stream.read_exact(&mut bytes).unwrap();
+        body = String::from_utf8_lossy(&bytes).into_owned();
+    }
+    (status, stream, body)
+}
+
+fn metric_with(gateway: &Gateway, token: &str, line_start: &str) -> f64 {
+    let (status, body) = http_raw(&gateway.addr(), "GET", "/metrics", Some(token), None);
+    assert_eq!(status, 200, "{body}");
+    body.lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+const ALPHA: &str = "alpha-token-5b1f0c";
+const BETA: &str = "beta-token-9e2d47";
+const GAMMA: &str = "gamma-token-31aa8e";
+
+/// A session belongs to its token, not to the token's place in the list: replicas whose lists
+/// are in another order (a rolling update) agree, and removing a token ends its sessions without
+/// handing anyone else's to another token.
+#[test]
+fn sessions_belong_to_their_token_whatever_the_order_of_the_list() {
+    let dir = scratch("replicas-token-order");
+    let redis = start_redis();
+    let url = format!("redis://127.0.0.1:{}", redis.port);
+    let first = serve_http(&token_config(
+        &dir,
+        "ab.toml",
+        Some(&url),
+        &[("a", ALPHA), ("b", BETA)],
+        "",
+    ));
+    let second = serve_http(&token_config(
+        &dir,
+        "ba.toml",
+        Some(&url),
+        &[("b", BETA), ("a", ALPHA)],
+        "",
+    ));
+    let (one, two) = (first.addr(), second.addr());
+
+    let of_alpha = open_session(&one, ALPHA);
+    let of_beta = open_session(&one, BETA);
+    // On the replica with the list the other way round, each session is still its token's.
+    assert!(!serves(&two, BETA, &of_alpha), "B was handed A's session");
+    assert!(serves(&two, ALPHA, &of_alpha));
+    assert!(!serves(&two, ALPHA, &of_beta), "A was handed B's session");
+    assert!(serves(&two, BETA, &of_beta));
+
+    // A is revoked: [A, B] becomes [B, C] on a new replica.
+    let third = serve_http(&token_config(
+        &dir,
+        "bc.toml",
+        Some(&url),
+        &[("b", BETA), ("c", GAMMA)],
+        "",
+    ));
+    let three = third.addr();
+    assert!(!serves(&three, GAMMA, &of_beta), "C was handed B's session");
+    assert!(serves(&three, BETA, &of_beta), "B's session stays B's");
+    assert!(
+        !serves(&three, GAMMA, &of_alpha),
+        "C was handed A's session"
+    );
+    assert!(!serves(&three, BETA, &of_alpha));
+    // A's session ended everywhere: the replicas that still accept A no longer know it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while serves(&two, ALPHA, &of_alpha) || serves(&one, ALPHA, &of_alpha) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a session of a revoked token lived on"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(serves(&one, BETA, &of_beta));
+}
+
+/// A token at `http.maxSessionsPerToken` that opens one more loses its least recently used
+/// session, never another token's: in one process, and across replicas sharing Redis.
+#[test]
+fn a_token_past_its_session_limit_loses_its_own_oldest_session() {
+    let dir = scratch("replicas-session-limit");
+    let limit = "[http]\nmaxSessionsPerToken = 3\n";
+    let tokens = [("a", ALPHA), ("b", BETA)];
+    let redis = start_redis();
+    let url = format!("redis://127.0.0.1:{}", redis.port);
+    let alone = serve_http(&token_config(&dir, "memory.toml", None, &tokens, limit));
+    let shared: Vec<Gateway> = (0..2)
+        .map(|i| {
+            serve_http(&token_config(
+                &dir,
+                &format!("redis-{i}.toml"),
+                Some(&url),
+                &tokens,
+                limit,
+            ))
+        })
+        .collect();
+    for (what, addrs) in [
+        ("in process", vec![alone.addr(), alone.addr()]),
+        ("with Redis", shared.iter().map(Gateway::addr).collect()),
+    ] {
+        let (here, there) = (&addrs[0], &addrs[1]);
+        let of_beta = open_session(here, BETA);
+        let first = open_session(here, ALPHA);
+        let second = open_session(there, ALPHA);
+        let third = open_session(here, ALPHA);
+        // The first is used again, so the second is now the least recently used.
+        assert!(serves(there, ALPHA, &first), "{what}");
+        let fourth = open_session(here, ALPHA);
+        assert!(
+            !serves(here, ALPHA, &second),
+            "{what}: the least recently used ends"
+        );
+        assert!(
+            !serves(there, ALPHA, &second),
+            "{what}: ended on every replica"
+        );
+        for session in [&first, &third, &fourth] {
+            assert!(serves(there, ALPHA, session), "{what}");
+        }
+        assert!(
+            serves(there, BETA, &of_beta),
+            "{what}: another token's session stays"
+        );
+        let evicted = metric_with(
+            &alone,
+            ALPHA,
+            "toolsearch_sessions_evicted_total{reason=\"token_limit\"}",
+        ) + shared
+            .iter()
+            .map(|g| {
+                metric_with(
+                    g,
+                    ALPHA,
+                    "toolsearch_sessions_evicted_total{reason=\"token_limit\"}",
+                )
+            })
+            .sum::<f64>();
+        assert!(evicted >= 1.0, "{what}: evictions are counted");
+    }
+}
+
+/// A token holding `http.maxStreamsPerToken` GET streams is told so (429, naming the setting) on
+/// one more; another token still connects, lists tools and holds its stream.
+#[test]
+fn a_token_at_its_stream_limit_gets_429_and_others_still_connect() {
+    let dir = scratch("streams-limit");
+    let config = token_config(
+        &dir,
+        "streams.toml",
+        None,
+        &[("a", ALPHA), ("b", BETA)],
+        "[http]\nmaxStreamsPerToken = 2\n",
+    );
+    let gateway = serve_http(&config);
+    let addr = gateway.addr();
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let session = open_session(&addr, ALPHA);
+        let (status, stream, body) = hold_stream(&addr, ALPHA, &session);
+        assert_eq!(status, 200, "{body}");
+        held.push(stream);
+    }
+    let one_more = open_session(&addr, ALPHA);
+    let (status, _refused, body) = hold_stream(&addr, ALPHA, &one_more);
+    assert_eq!(status, 429, "{body}");
+    let error: Value = serde_json::from_str(&body).unwrap();
+    let message = error["error"]["message"].as_str().unwrap();
+    assert!(message.contains("http.maxStreamsPerToken"), "{message}");
+    assert_eq!(error["jsonrpc"], "2.0", "{body}");
+    // Its requests other than streams still work.
+    assert!(serves(&addr, ALPHA, &one_more));
+
+    let of_beta = open_session(&addr, BETA);
+    assert!(serves(&addr, BETA, &of_beta));
+    let (status, _beta_stream, body) = hold_stream(&addr, BETA, &of_beta);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(
+        metric_with(
+            &gateway,
+            BETA,
+            "toolsearch_limit_refusals_total{limit=\"streams\"}"
+        ),
+        1.0
+    );
+    assert_eq!(metric_with(&gateway, BETA, "toolsearch_streams_held"), 3.0);
+    // A stream given up frees its slot.
+    drop(held.pop());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let (status, stream, _) = hold_stream(&addr, ALPHA, &one_more);
+        if status == 200 {
+            drop(stream);
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a closed stream kept its slot"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Requests whose body never arrives hold their connections only up to the token's share
+/// (`http.maxRequestsPerToken`): past it the token is answered 429 at once, and another token is
+/// served; a stalled body is given up after `http.bodyStallTimeoutSecs` with 408.
+#[test]
+fn stalled_bodies_of_one_token_leave_room_for_others() {
+    use std::io::{Read, Write};
+    let dir = scratch("requests-limit");
+    let config = token_config(
+        &dir,
+        "requests.toml",
+        None,
+        &[("a", ALPHA), ("b", BETA)],
+        "[http]\nmaxRequestsPerToken = 2\nbodyStallTimeoutSecs = 1\n",
+    );
+    let gateway = serve_http(&config);
+    let addr = gateway.addr();
+    let stalled = |token: &str| {
+        let mut stream = std::net::TcpStream::connect(&addr).unwrap();
+        let head = format!(
+            "POST /mcp HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nAccept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{{"
+        );
+        stream.write_all(head.as_bytes()).unwrap();
+        stream
+    };
+    let mut held: Vec<_> = (0..2).map(|_| stalled(ALPHA)).collect();
+    // The two stalled requests are in progress once the third is refused.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let refused = loop {
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+        let (status, _, body) = mcp_post(&addr, ALPHA, None, &initialize);
+        if status == 429 {
+            break body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "never refused: {status} {body}"
+        );
+    };
+    assert!(refused.contains("http.maxRequestsPerToken"), "{refused}");
+    let of_beta = open_session(&addr, BETA);
+    assert!(serves(&addr, BETA, &of_beta));
+    // The stalled bodies are given up: 408, and the token's slots are free again.
+    for stream in &mut held {
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    }
+    let of_alpha = open_session(&addr, ALPHA);
+    assert!(serves(&addr, ALPHA, &of_alpha));
+}

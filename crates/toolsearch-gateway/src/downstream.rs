@@ -596,15 +596,130 @@ impl SessionManager for NamingSessionManager {
 }
 
 /// The MCP sessions of the HTTP listener and the token each was opened with, so that every
-/// request naming a session (`POST`, the `GET` stream, `DELETE`) must carry that token.
+/// request naming a session (`POST`, the `GET` stream, `DELETE`) must carry that token; and each
+/// token's share: its open sessions (`http.maxSessionsPerToken`, the least recently used making
+/// room) and its held `GET` streams (`http.maxStreamsPerToken`).
 struct SessionOwners {
-    owners: Mutex<HashMap<String, Option<usize>>>,
+    book: Mutex<OwnerBook>,
     /// rmcp's sessions, to forget the owners of sessions that ended without a `DELETE`.
     manager: Arc<LocalSessionManager>,
     /// Owners kept after the last sweep; the next sweep runs when there are twice as many.
     swept: Mutex<usize>,
     /// The owners of sessions other replicas opened, when replicas share sessions.
     shared: Arc<dyn SharedSessions>,
+    /// The configured tokens: a session whose token is no longer one of them ends.
+    tokens: Arc<rest::ApiTokens>,
+    max_sessions_per_token: usize,
+    max_streams_per_token: usize,
+    metrics: crate::metrics::Metrics,
+}
+
+/// Who owns each session known here and when it was last used, and each token's sessions by
+/// last use: the least recently used is the first to make room for the same token's next.
+#[derive(Default)]
+struct OwnerBook {
+    sessions: HashMap<String, Owned>,
+    by_token: HashMap<rest::TokenId, std::collections::BTreeMap<u64, String>>,
+    /// Held `GET` streams per token.
+    streams: HashMap<rest::TokenId, usize>,
+    /// A counter standing for time: every use takes the next value.
+    clock: u64,
+}
+
+struct Owned {
+    owner: Option<rest::TokenId>,
+    used: u64,
+}
+
+impl OwnerBook {
+    fn owner(&self, id: &str) -> Option<Option<rest::TokenId>> {
+        self.sessions.get(id).map(|o| o.owner.clone())
+    }
+
+    /// Records `id` as `owner`'s and as just used.
+    fn insert(&mut self, id: &str, owner: Option<rest::TokenId>) {
+        self.remove(id);
+        self.clock += 1;
+        if let Some(token) = &owner {
+            self.by_token
+                .entry(token.clone())
+                .or_default()
+                .insert(self.clock, id.to_string());
+        }
+        self.sessions.insert(
+            id.to_string(),
+            Owned {
+                owner,
+                used: self.clock,
+            },
+        );
+    }
+
+    /// Marks `id` used now.
+    fn touch(&mut self, id: &str) {
+        if let Some(owner) = self.owner(id) {
+            self.insert(id, owner);
+        }
+    }
+
+    fn remove(&mut self, id: &str) {
+        let Some(owned) = self.sessions.remove(id) else {
+            return;
+        };
+        if let Some(token) = owned.owner {
+            if let Some(sessions) = self.by_token.get_mut(&token) {
+                sessions.remove(&owned.used);
+                if sessions.is_empty() {
+                    self.by_token.remove(&token);
+                }
+            }
+        }
+    }
+
+    /// The least recently used sessions of `token` past `max`, forgotten here.
+    fn over_limit(&mut self, token: &rest::TokenId, max: usize) -> Vec<String> {
+        let Some(sessions) = self.by_token.get(token) else {
+            return Vec::new();
+        };
+        let over = sessions.len().saturating_sub(max);
+        let oldest: Vec<String> = sessions.values().take(over).cloned().collect();
+        for id in &oldest {
+            self.remove(id);
+        }
+        oldest
+    }
+
+    fn retain(&mut self, live: &std::collections::HashSet<String>) {
+        let gone: Vec<String> = self
+            .sessions
+            .keys()
+            .filter(|id| !live.contains(*id))
+            .cloned()
+            .collect();
+        for id in gone {
+            self.remove(&id);
+        }
+    }
+}
+
+/// A `GET` stream of a token, held until its response body ends.
+struct StreamSlot {
+    owners: Arc<SessionOwners>,
+    token: rest::TokenId,
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut book = self.owners.lock();
+        if let Some(count) = book.streams.get_mut(&self.token) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                book.streams.remove(&self.token);
+            }
+        }
+        drop(book);
+        self.owners.metrics.stream_held(-1);
+    }
 }
 
 /// What rmcp answers for a session it does not know; a session of another token gets the same,
@@ -614,9 +729,9 @@ fn unknown_session() -> Response {
 }
 
 impl SessionOwners {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Option<usize>>> {
-        // Every update is one insert or remove.
-        self.owners.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> MutexGuard<'_, OwnerBook> {
+        // Every update leaves the book whole before it returns.
+        self.book.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Forgets the owners of sessions rmcp no longer holds (expired, or closed by the client
@@ -624,7 +739,7 @@ impl SessionOwners {
     async fn sweep(&self) {
         let due = {
             let swept = *self.swept.lock().unwrap_or_else(|e| e.into_inner());
-            self.lock().len() > swept.saturating_mul(2).max(64)
+            self.lock().sessions.len() > swept.saturating_mul(2).max(64)
         };
         if !due {
             return;
@@ -637,9 +752,87 @@ impl SessionOwners {
             .keys()
             .map(|id| id.to_string())
             .collect();
-        let mut owners = self.lock();
-        owners.retain(|id, _| live.contains(id));
-        *self.swept.lock().unwrap_or_else(|e| e.into_inner()) = owners.len();
+        let mut book = self.lock();
+        book.retain(&live);
+        *self.swept.lock().unwrap_or_else(|e| e.into_inner()) = book.sessions.len();
+    }
+
+    /// A slot for one more `GET` stream of `token`; `None` when it holds its limit.
+    fn hold_stream(self: &Arc<Self>, token: &rest::TokenId) -> Option<StreamSlot> {
+        let mut book = self.lock();
+        let count = book.streams.entry(token.clone()).or_insert(0);
+        if *count >= self.max_streams_per_token {
+            return None;
+        }
+        *count += 1;
+        drop(book);
+        self.metrics.stream_held(1);
+        Some(StreamSlot {
+            owners: self.clone(),
+            token: token.clone(),
+        })
+    }
+
+    /// Records a session `owner` just opened here and ends the sessions of the same token past
+    /// its limit, least recently used first: here, in the shared store, and on the replicas that
+    /// hold a copy.
+    async fn opened(&self, id: &str, owner: Option<rest::TokenId>) {
+        let local_evicted = {
+            let mut book = self.lock();
+            book.insert(id, owner.clone());
+            match &owner {
+                // With a shared store, the store decides over the sessions of every replica.
+                Some(token) if !self.shared.is_shared() => {
+                    book.over_limit(token, self.max_sessions_per_token)
+                }
+                _ => Vec::new(),
+            }
+        };
+        let evicted = match self
+            .shared
+            .set_owner(id, owner.as_ref(), self.max_sessions_per_token)
+            .await
+        {
+            Ok(shared_evicted) => {
+                let mut book = self.lock();
+                for old in &shared_evicted {
+                    book.remove(old);
+                }
+                drop(book);
+                local_evicted.into_iter().chain(shared_evicted).collect()
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "the new MCP session is not shared: other replicas will not know it");
+                local_evicted
+            }
+        };
+        if evicted.is_empty() {
+            return;
+        }
+        tracing::info!(
+            evicted = evicted.len(),
+            limit = self.max_sessions_per_token,
+            "a token opened a session past http.maxSessionsPerToken: its least recently used sessions end"
+        );
+        self.metrics.sessions_evicted("token_limit", evicted.len());
+        for old in evicted {
+            self.close_here(&old).await;
+            if self.shared.is_shared() {
+                if let Err(e) = self.shared.tell(&old, NoticeKind::SessionEnded).await {
+                    tracing::warn!(error = %e, "replicas that restored an evicted MCP session keep it until it idles out");
+                }
+            }
+        }
+    }
+
+    /// Closes this replica's copy of a session, when it has one.
+    async fn close_here(&self, id: &str) {
+        let id: SessionId = id.into();
+        if self.manager.has_session(&id).await.unwrap_or(false) {
+            if let Err(e) = self.manager.close_session(&id).await {
+                tracing::debug!(error = %e, "cannot close an ended MCP session");
+            }
+        }
     }
 }
 
@@ -665,18 +858,15 @@ async fn close_ended_sessions(
             continue;
         }
         owners.lock().remove(&notice.session);
-        let id: SessionId = notice.session.as_str().into();
-        if owners.manager.has_session(&id).await.unwrap_or(false) {
-            tracing::debug!(session = %notice.session, "closing an MCP session its client ended on another replica");
-            if let Err(e) = owners.manager.close_session(&id).await {
-                tracing::debug!(error = %e, "cannot close an ended MCP session");
-            }
-        }
+        tracing::debug!(session = %notice.session, "closing an MCP session ended on another replica");
+        owners.close_here(&notice.session).await;
     }
 }
 
 /// Middleware of `/mcp`, after the token check: a request naming a session opened with another
-/// token is answered as if the session did not exist; a new session is recorded with its token.
+/// token (or with a token no longer configured) is answered as if the session did not exist; a
+/// new session is recorded with its token, within the token's share of sessions; a `GET` stream
+/// takes one of its token's stream slots for as long as it is held.
 async fn require_session_owner(
     State(sessions): State<Arc<SessionOwners>>,
     request: Request,
@@ -696,13 +886,13 @@ async fn require_session_owner(
         }
     }
     if let Some(id) = &named {
-        let known = sessions.lock().get(id).copied();
+        let known = sessions.lock().owner(id);
         let bound = match known {
             Some(bound) => Some(bound),
             // Opened on another replica: its token is in the shared store.
             None if sessions.shared.is_shared() => match sessions.shared.owner(id).await {
                 Ok(Some(bound)) => {
-                    sessions.lock().insert(id.clone(), bound);
+                    sessions.lock().insert(id, bound.clone());
                     Some(bound)
                 }
                 Ok(None) => None,
@@ -714,12 +904,37 @@ async fn require_session_owner(
             None => None,
         };
         if let Some(bound) = bound {
-            if owner != Some(bound) {
+            if !sessions.tokens.knows(bound.as_ref()) {
+                tracing::info!("ending an MCP session whose token is no longer configured");
+                end_everywhere(&sessions, id).await;
+                return unknown_session();
+            }
+            if owner.as_ref() != Some(&bound) {
                 tracing::warn!(token = ?owner.flatten(), "refused a request on an MCP session opened with another token");
                 return unknown_session();
             }
+            sessions.lock().touch(id);
         }
     }
+    let stream = match (&named, &owner) {
+        (Some(_), Some(Some(token))) if request.method() == Method::GET => {
+            match sessions.hold_stream(token) {
+                Some(slot) => Some(slot),
+                None => {
+                    sessions.metrics.limit_refused("streams");
+                    tracing::debug!("GET stream refused: the token is at http.maxStreamsPerToken");
+                    return rest::at_limit(
+                        true,
+                        &format!(
+                            "this token already holds {} GET streams, its limit; close one (or end sessions it no longer uses) and retry (the operator can raise http.maxStreamsPerToken)",
+                            sessions.max_streams_per_token
+                        ),
+                    );
+                }
+            }
+        }
+        _ => None,
+    };
     let response = next.run(request).await;
     match (named, owner) {
         (None, Some(owner)) => {
@@ -728,10 +943,7 @@ async fn require_session_owner(
                 .get(rmcp::transport::common::http_header::HEADER_SESSION_ID)
                 .and_then(|v| v.to_str().ok());
             if let Some(id) = created.map(str::to_string) {
-                sessions.lock().insert(id.clone(), owner);
-                if let Err(e) = sessions.shared.set_owner(&id, owner).await {
-                    tracing::error!(error = %e, "the new MCP session is not shared: other replicas will not know it");
-                }
+                sessions.opened(&id, owner).await;
                 sessions.sweep().await;
             }
         }
@@ -748,7 +960,24 @@ async fn require_session_owner(
         }
         _ => {}
     }
-    response
+    match stream {
+        Some(slot) => rest::hold_until_sent(response, slot),
+        None => response,
+    }
+}
+
+/// Ends a session here, in the shared store and on every replica holding a copy.
+async fn end_everywhere(sessions: &SessionOwners, id: &str) {
+    sessions.lock().remove(id);
+    sessions.close_here(id).await;
+    if sessions.shared.is_shared() {
+        if let Err(e) = sessions.shared.end_session(id).await {
+            tracing::warn!(error = %e, "an ended MCP session stays in the shared store until it expires");
+        }
+        if let Err(e) = sessions.shared.tell(id, NoticeKind::SessionEnded).await {
+            tracing::warn!(error = %e, "replicas that restored an ended MCP session keep it until it idles out");
+        }
+    }
 }
 
 /// The HTTP app: the MCP endpoint at [`MCP_PATH`] beside the REST API, JSON 404s elsewhere.
@@ -771,12 +1000,23 @@ pub fn http_app(
     // client's `initialize`, kept in the shared store.
     config.session_store = gateway.shared().clone().mcp_session_store();
     let factory_gateway = gateway.clone();
-    let manager = Arc::new(LocalSessionManager::default());
+    let http = &gateway.config().http;
+    let mut manager = LocalSessionManager::default();
+    // rmcp's idle timeout, a documented setting (`http.sessionIdleTimeoutSecs`).
+    manager.session_config.keep_alive = Some(http.session_idle_timeout);
+    let manager = Arc::new(manager);
+    let metrics = gateway.observer().metrics().clone();
+    let tokens = rest_state.shared_tokens();
+    tokens.count_refusals_in(&metrics);
     let owners = Arc::new(SessionOwners {
-        owners: Mutex::new(HashMap::new()),
+        book: Mutex::new(OwnerBook::default()),
         manager: manager.clone(),
         swept: Mutex::new(0),
         shared: gateway.shared().clone(),
+        tokens,
+        max_sessions_per_token: http.max_sessions_per_token,
+        max_streams_per_token: http.max_streams_per_token,
+        metrics,
     });
     let mcp = StreamableHttpService::new(
         move || Ok(GatewayService::new(factory_gateway.clone())),

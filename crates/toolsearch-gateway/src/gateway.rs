@@ -88,10 +88,10 @@ enum Access {
     /// Opened over HTTP, no token bound yet: it sees no tool.
     #[default]
     Unbound,
-    /// Bound for the session's lifetime to a token (its position among the configured tokens;
-    /// `None` without tokens, and over stdio) and that token's scope.
+    /// Bound for the session's lifetime to a token (its identity; `None` without tokens, and
+    /// over stdio) and that token's scope.
     Bound {
-        owner: Option<usize>,
+        owner: Option<crate::rest::TokenId>,
         scope: Arc<Scope>,
     },
 }
@@ -401,14 +401,14 @@ impl Gateway {
         id
     }
 
-    /// Binds a session to the token `owner` (its position among the configured tokens, `None`
-    /// without tokens) and its `scope`, for the session's lifetime. Binding again with the same
-    /// token changes nothing; a request with another token is refused, so no token ever uses a
-    /// session, its reveals or its stored outputs, opened with another.
+    /// Binds a session to the token `owner` (its identity, `None` without tokens) and its
+    /// `scope`, for the session's lifetime. Binding again with the same token changes nothing;
+    /// a request with another token is refused, so no token ever uses a session, its reveals or
+    /// its stored outputs, opened with another.
     pub fn bind_session(
         &self,
         session: &str,
-        owner: Option<usize>,
+        owner: Option<crate::rest::TokenId>,
         scope: Arc<Scope>,
     ) -> Result<()> {
         let mut sessions = self.lock_sessions();
@@ -460,8 +460,8 @@ impl Gateway {
     }
 
     /// The key of a session's large outputs: its `Mcp-Session-Id` over HTTP (the same on every
-    /// replica), for a sessionless request its token's shelf (`token:N`, `token:none` without
-    /// tokens), else the session itself.
+    /// replica), for a sessionless request its token's shelf (`token:<identity>`, `token:none`
+    /// without tokens), else the session itself.
     fn state_key(&self, session: &str) -> String {
         match self.lock_sessions().get(session) {
             Some(SessionEntry {

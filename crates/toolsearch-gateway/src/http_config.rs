@@ -5,7 +5,12 @@
 //! [http]
 //! headerReadTimeoutSecs = 10
 //! bodyReadTimeoutSecs = 30
+//! bodyStallTimeoutSecs = 5
 //! maxConnections = 512
+//! maxRequestsPerToken = 256
+//! maxSessionsPerToken = 1000
+//! maxStreamsPerToken = 128
+//! sessionIdleTimeoutSecs = 300
 //! allowedHosts = ["tools.example.com"]
 //! allowedOrigins = ["https://agent.example.com"]
 //! ```
@@ -34,6 +39,17 @@ pub const DEFAULT_HEADER_READ_TIMEOUT_SECS: u64 = 10;
 pub const DEFAULT_BODY_READ_TIMEOUT_SECS: u64 = 30;
 /// Default of `http.maxConnections`.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 512;
+/// Default of `http.bodyStallTimeoutSecs`.
+pub const DEFAULT_BODY_STALL_TIMEOUT_SECS: u64 = 5;
+/// Default of `http.maxRequestsPerToken`: half the connections, so that one token never holds
+/// them all.
+pub const DEFAULT_MAX_REQUESTS_PER_TOKEN: usize = 256;
+/// Default of `http.maxSessionsPerToken`.
+pub const DEFAULT_MAX_SESSIONS_PER_TOKEN: usize = 1000;
+/// Default of `http.maxStreamsPerToken`.
+pub const DEFAULT_MAX_STREAMS_PER_TOKEN: usize = 128;
+/// Default of `http.sessionIdleTimeoutSecs` (rmcp's own default).
+pub const DEFAULT_SESSION_IDLE_TIMEOUT_SECS: u64 = 300;
 
 /// The `http` section, checked: every limit is positive, every list entry parses.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -44,10 +60,26 @@ pub struct HttpConfig {
     pub header_read_timeout: Duration,
     /// Time a client has to send a request's body once its headers are in.
     pub body_read_timeout: Duration,
+    /// Time a request's body may go without a byte arriving before it is given up: a body that
+    /// stalled frees its connection well before `body_read_timeout`.
+    pub body_stall_timeout: Duration,
     /// Open connections served at once. At the cap a new connection closes the oldest one that
     /// is waiting for a request (a slow or idle client); when every connection is busy with a
     /// request, the new one is answered 503 and closed.
     pub max_connections: usize,
+    /// Requests of one API token in progress at once (from its headers to the end of its
+    /// answer, `GET` streams included); past it the token's requests are answered 429. Applies
+    /// to configured tokens only: without tokens every client is the same caller.
+    pub max_requests_per_token: usize,
+    /// MCP sessions one API token keeps open; opening one more ends the token's least recently
+    /// used session (never another token's).
+    pub max_sessions_per_token: usize,
+    /// `GET` streams (a session's listener for server messages) one API token holds at once;
+    /// past it a `GET` is answered 429.
+    pub max_streams_per_token: usize,
+    /// An MCP session with no request and no message for this long is closed (rmcp's session
+    /// keep-alive); its client must initialize again.
+    pub session_idle_timeout: Duration,
     /// Extra `Host` values accepted (`name` or `name:port`, any case; `*` accepts any).
     pub allowed_hosts: Vec<String>,
     /// Extra `Origin` values accepted (`scheme://host[:port]`, or `*` for any).
@@ -59,7 +91,12 @@ impl Default for HttpConfig {
         Self {
             header_read_timeout: Duration::from_secs(DEFAULT_HEADER_READ_TIMEOUT_SECS),
             body_read_timeout: Duration::from_secs(DEFAULT_BODY_READ_TIMEOUT_SECS),
+            body_stall_timeout: Duration::from_secs(DEFAULT_BODY_STALL_TIMEOUT_SECS),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_requests_per_token: DEFAULT_MAX_REQUESTS_PER_TOKEN,
+            max_sessions_per_token: DEFAULT_MAX_SESSIONS_PER_TOKEN,
+            max_streams_per_token: DEFAULT_MAX_STREAMS_PER_TOKEN,
+            session_idle_timeout: Duration::from_secs(DEFAULT_SESSION_IDLE_TIMEOUT_SECS),
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
         }
@@ -74,8 +111,18 @@ struct HttpConfigFile {
     header_read_timeout_secs: u64,
     #[serde(default = "default_body_read_timeout_secs")]
     body_read_timeout_secs: u64,
+    #[serde(default = "default_body_stall_timeout_secs")]
+    body_stall_timeout_secs: u64,
     #[serde(default = "default_max_connections")]
     max_connections: usize,
+    #[serde(default = "default_max_requests_per_token")]
+    max_requests_per_token: usize,
+    #[serde(default = "default_max_sessions_per_token")]
+    max_sessions_per_token: usize,
+    #[serde(default = "default_max_streams_per_token")]
+    max_streams_per_token: usize,
+    #[serde(default = "default_session_idle_timeout_secs")]
+    session_idle_timeout_secs: u64,
     #[serde(default)]
     allowed_hosts: Vec<String>,
     #[serde(default)]
@@ -94,6 +141,26 @@ fn default_max_connections() -> usize {
     DEFAULT_MAX_CONNECTIONS
 }
 
+fn default_body_stall_timeout_secs() -> u64 {
+    DEFAULT_BODY_STALL_TIMEOUT_SECS
+}
+
+fn default_max_requests_per_token() -> usize {
+    DEFAULT_MAX_REQUESTS_PER_TOKEN
+}
+
+fn default_max_sessions_per_token() -> usize {
+    DEFAULT_MAX_SESSIONS_PER_TOKEN
+}
+
+fn default_max_streams_per_token() -> usize {
+    DEFAULT_MAX_STREAMS_PER_TOKEN
+}
+
+fn default_session_idle_timeout_secs() -> u64 {
+    DEFAULT_SESSION_IDLE_TIMEOUT_SECS
+}
+
 impl TryFrom<HttpConfigFile> for HttpConfig {
     type Error = String;
 
@@ -109,6 +176,16 @@ impl TryFrom<HttpConfigFile> for HttpConfig {
                 file.body_read_timeout_secs,
                 DEFAULT_BODY_READ_TIMEOUT_SECS,
             ),
+            (
+                "bodyStallTimeoutSecs",
+                file.body_stall_timeout_secs,
+                DEFAULT_BODY_STALL_TIMEOUT_SECS,
+            ),
+            (
+                "sessionIdleTimeoutSecs",
+                file.session_idle_timeout_secs,
+                DEFAULT_SESSION_IDLE_TIMEOUT_SECS,
+            ),
         ] {
             if secs == 0 {
                 return Err(format!(
@@ -116,10 +193,33 @@ impl TryFrom<HttpConfigFile> for HttpConfig {
                 ));
             }
         }
-        if file.max_connections == 0 {
-            return Err(format!(
-                "http.maxConnections is 0, which would refuse every client; give a positive number (the default is {DEFAULT_MAX_CONNECTIONS})"
-            ));
+        for (key, value, default) in [
+            (
+                "maxConnections",
+                file.max_connections,
+                DEFAULT_MAX_CONNECTIONS,
+            ),
+            (
+                "maxRequestsPerToken",
+                file.max_requests_per_token,
+                DEFAULT_MAX_REQUESTS_PER_TOKEN,
+            ),
+            (
+                "maxSessionsPerToken",
+                file.max_sessions_per_token,
+                DEFAULT_MAX_SESSIONS_PER_TOKEN,
+            ),
+            (
+                "maxStreamsPerToken",
+                file.max_streams_per_token,
+                DEFAULT_MAX_STREAMS_PER_TOKEN,
+            ),
+        ] {
+            if value == 0 {
+                return Err(format!(
+                    "http.{key} is 0, which would refuse every client; give a positive number (the default is {default})"
+                ));
+            }
         }
         for host in &file.allowed_hosts {
             if host != "*" && parse_authority(host).is_none() {
@@ -138,7 +238,12 @@ impl TryFrom<HttpConfigFile> for HttpConfig {
         Ok(Self {
             header_read_timeout: Duration::from_secs(file.header_read_timeout_secs),
             body_read_timeout: Duration::from_secs(file.body_read_timeout_secs),
+            body_stall_timeout: Duration::from_secs(file.body_stall_timeout_secs),
             max_connections: file.max_connections,
+            max_requests_per_token: file.max_requests_per_token,
+            max_sessions_per_token: file.max_sessions_per_token,
+            max_streams_per_token: file.max_streams_per_token,
+            session_idle_timeout: Duration::from_secs(file.session_idle_timeout_secs),
             allowed_hosts: file.allowed_hosts,
             allowed_origins: file.allowed_origins,
         })
@@ -417,9 +522,11 @@ mod tests {
     fn the_section_is_checked() {
         let parse = |text: &str| toml::from_str::<HttpConfig>(text);
         assert_eq!(parse("").unwrap(), HttpConfig::default());
-        let c = parse("headerReadTimeoutSecs = 2\nmaxConnections = 8").unwrap();
+        let c = parse("headerReadTimeoutSecs = 2\nmaxConnections = 8\nmaxStreamsPerToken = 3\nsessionIdleTimeoutSecs = 60").unwrap();
         assert_eq!(c.header_read_timeout, Duration::from_secs(2));
         assert_eq!(c.max_connections, 8);
+        assert_eq!(c.max_streams_per_token, 3);
+        assert_eq!(c.session_idle_timeout, Duration::from_secs(60));
         for (text, says) in [
             ("maxConnections = 0", "http.maxConnections is 0"),
             (
@@ -427,6 +534,14 @@ mod tests {
                 "http.headerReadTimeoutSecs is 0",
             ),
             ("bodyReadTimeoutSecs = 0", "http.bodyReadTimeoutSecs is 0"),
+            ("bodyStallTimeoutSecs = 0", "http.bodyStallTimeoutSecs is 0"),
+            (
+                "sessionIdleTimeoutSecs = 0",
+                "http.sessionIdleTimeoutSecs is 0",
+            ),
+            ("maxSessionsPerToken = 0", "http.maxSessionsPerToken is 0"),
+            ("maxStreamsPerToken = 0", "http.maxStreamsPerToken is 0"),
+            ("maxRequestsPerToken = 0", "http.maxRequestsPerToken is 0"),
             ("allowedHosts = [\"a/b\"]", "http.allowedHosts"),
             ("allowedOrigins = [\"example.com\"]", "http.allowedOrigins"),
             ("maxConnection = 3", "unknown field"),

@@ -77,6 +77,9 @@ pub struct Metrics {
     state_store_up: IntGaugeVec,
     sessions_started: IntCounterVec,
     tool_vectors: IntCounterVec,
+    streams_held: IntGauge,
+    limit_refusals: IntCounterVec,
+    sessions_evicted: IntCounterVec,
 }
 
 /// The states an upstream can be in, as the `state` label of `toolsearch_upstream_state`.
@@ -169,9 +172,31 @@ impl Metrics {
                 "Tool vectors for search by meaning (two per tool: its purpose and its parameters), by where they came from: the model here, this replica's disk cache, or other replicas through the shared state",
                 &["source"],
             ),
+            streams_held: gauge(
+                "toolsearch_streams_held",
+                "GET streams (a session's listener for server messages) held open by clients",
+            ),
+            limit_refusals: counters(
+                "toolsearch_limit_refusals_total",
+                "Requests refused with 429 because their token was at a limit, by limit (requests: http.maxRequestsPerToken, streams: http.maxStreamsPerToken)",
+                &["limit"],
+            ),
+            sessions_evicted: counters(
+                "toolsearch_sessions_evicted_total",
+                "MCP sessions ended to make room, by reason (token_limit: their token opened one past http.maxSessionsPerToken)",
+                &["reason"],
+            ),
             registry: Registry::new(),
         };
         metrics.register_all();
+        // Zero so that the series exist before the first refusal or eviction.
+        for limit in ["requests", "streams"] {
+            metrics.limit_refusals.with_label_values(&[limit]).inc_by(0);
+        }
+        metrics
+            .sessions_evicted
+            .with_label_values(&["token_limit"])
+            .inc_by(0);
         metrics
     }
 
@@ -193,6 +218,9 @@ impl Metrics {
             Box::new(self.state_store_up.clone()),
             Box::new(self.sessions_started.clone()),
             Box::new(self.tool_vectors.clone()),
+            Box::new(self.streams_held.clone()),
+            Box::new(self.limit_refusals.clone()),
+            Box::new(self.sessions_evicted.clone()),
         ];
         for collector in collectors {
             // Names are fixed and distinct: registering cannot fail.
@@ -283,6 +311,23 @@ impl Metrics {
                 .with_label_values(&[source])
                 .inc_by(count as u64);
         }
+    }
+
+    /// A GET stream opened (`+1`) or ended (`-1`).
+    pub fn stream_held(&self, change: i64) {
+        self.streams_held.add(change);
+    }
+
+    /// A request refused at one of its token's limits (`requests`, `streams`).
+    pub fn limit_refused(&self, limit: &str) {
+        self.limit_refusals.with_label_values(&[limit]).inc();
+    }
+
+    /// Sessions ended to make room (`token_limit`).
+    pub fn sessions_evicted(&self, reason: &str, count: usize) {
+        self.sessions_evicted
+            .with_label_values(&[reason])
+            .inc_by(count as u64);
     }
 
     pub fn state_store(&self, store: &str, up: bool) {

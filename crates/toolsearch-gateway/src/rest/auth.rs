@@ -2,6 +2,9 @@
 //! constant time, every token each time, so neither the content nor the length of a token leaks
 //! through response timing. Each token carries a [`Scope`]: a request that passes the check
 //! carries the [`Grant`] of its token, which the REST handlers and the MCP sessions read.
+//!
+//! Wherever sessions are kept, a token is known by its [`TokenId`]: a keyed hash of the token,
+//! the same on every replica whatever the order of its token list, and never the token itself.
 
 use std::sync::Arc;
 
@@ -22,11 +25,63 @@ use crate::error::GatewayError;
 /// The environment variable holding comma-separated tokens.
 pub const TOKENS_ENV: &str = "TOOLSEARCH_API_TOKENS";
 
-/// What a request that passed the token check may see: its token (by position, never by value)
-/// and that token's scope. Without tokens configured, every request gets [`Grant::open`].
+/// A token's identity where sessions are kept (the owner of an MCP session, in this process and
+/// in the shared store): HMAC-SHA256 of the token under a key derived from `state.prefix`, in
+/// hex. It depends on the token alone, so reordering, adding or removing other tokens never
+/// changes it, and replicas with the same tokens agree; it never shows the token.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TokenId(Arc<str>);
+
+impl TokenId {
+    /// An identity as the shared store keeps it.
+    pub fn from_stored(text: &str) -> Self {
+        Self(text.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for TokenId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::fmt::Debug for TokenId {
+    // Enough to tell identities apart in logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let short: String = self.0.chars().take(12).collect();
+        write!(f, "TokenId({short})")
+    }
+}
+
+/// The HMAC key of [`TokenId`]s for a deployment whose shared keys start with `prefix`: replicas
+/// that share sessions share the prefix, so they derive the same key.
+fn identity_key(prefix: &str) -> [u8; 32] {
+    let mut hasher = Sha256::new();
+    hasher.update(b"toolsearch token identity v1\0");
+    hasher.update(prefix.as_bytes());
+    hasher.finalize().into()
+}
+
+fn identity(key: &[u8; 32], digest: &[u8; 32]) -> TokenId {
+    use hmac::{KeyInit, Mac};
+    let Ok(mut mac) = hmac::Hmac::<Sha256>::new_from_slice(key) else {
+        unreachable!("HMAC takes a key of any length")
+    };
+    mac.update(digest);
+    let bytes = mac.finalize().into_bytes();
+    let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    TokenId(hex.into())
+}
+
+/// What a request that passed the token check may see: its token (by [`TokenId`], never by
+/// value) and that token's scope. Without tokens configured, every request gets [`Grant::open`].
 #[derive(Debug, Clone)]
 pub struct Grant {
-    token: Option<usize>,
+    token: Option<TokenId>,
     label: Arc<str>,
     scope: Arc<Scope>,
 }
@@ -41,10 +96,10 @@ impl Grant {
         }
     }
 
-    /// Which configured token this is (its position), `None` without tokens. Two grants of the
-    /// same token have the same owner.
-    pub fn owner(&self) -> Option<usize> {
-        self.token
+    /// Which configured token this is, `None` without tokens. Two grants of the same token have
+    /// the same owner, on every replica.
+    pub fn owner(&self) -> Option<TokenId> {
+        self.token.clone()
     }
 
     /// The token's name for logs (`rest.tokens[0]`, or the `name` it was given); never the token.
@@ -72,6 +127,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Grant {
 #[derive(Clone)]
 struct Entry {
     digest: [u8; 32],
+    identity: TokenId,
     /// Where the token came from, for errors (`rest.tokens[1]`, `TOOLSEARCH_API_TOKENS #2`).
     source: String,
     label: Arc<str>,
@@ -79,9 +135,139 @@ struct Entry {
 }
 
 /// The accepted bearer tokens and their scopes; none means the API is open.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub struct ApiTokens {
     entries: Vec<Entry>,
+    identity_key: [u8; 32],
+    in_progress: Arc<InProgressLimit>,
+}
+
+impl Default for ApiTokens {
+    fn default() -> Self {
+        Self {
+            entries: Vec::new(),
+            identity_key: identity_key(&crate::config::StateConfig::default().prefix),
+            in_progress: Arc::new(InProgressLimit::new(
+                crate::http_config::DEFAULT_MAX_REQUESTS_PER_TOKEN,
+            )),
+        }
+    }
+}
+
+/// The requests of each token in progress (`http.maxRequestsPerToken`), so that one token's
+/// requests, slow or stalled, never hold every connection of the listener.
+struct InProgressLimit {
+    max: usize,
+    counts: std::sync::Mutex<std::collections::HashMap<TokenId, usize>>,
+    metrics: std::sync::OnceLock<crate::metrics::Metrics>,
+}
+
+impl InProgressLimit {
+    fn new(max: usize) -> Self {
+        Self {
+            max: max.max(1),
+            counts: Default::default(),
+            metrics: Default::default(),
+        }
+    }
+
+    fn counts(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<TokenId, usize>> {
+        // Plain counters: a panic elsewhere cannot leave them inconsistent.
+        self.counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A slot for one more request of `token`, held until the returned guard drops; `None` when
+    /// the token is at its limit.
+    fn enter(self: &Arc<Self>, token: &TokenId) -> Option<InProgressSlot> {
+        let mut counts = self.counts();
+        let count = counts.entry(token.clone()).or_insert(0);
+        if *count >= self.max {
+            drop(counts);
+            if let Some(metrics) = self.metrics.get() {
+                metrics.limit_refused("requests");
+            }
+            return None;
+        }
+        *count += 1;
+        Some(InProgressSlot {
+            limit: self.clone(),
+            token: token.clone(),
+        })
+    }
+}
+
+/// One request of a token in progress; its end frees the slot.
+struct InProgressSlot {
+    limit: Arc<InProgressLimit>,
+    token: TokenId,
+}
+
+impl Drop for InProgressSlot {
+    fn drop(&mut self) {
+        let mut counts = self.limit.counts();
+        if let Some(count) = counts.get_mut(&self.token) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                counts.remove(&self.token);
+            }
+        }
+    }
+}
+
+/// A response body that holds `guard` until the body is done or dropped: a streamed answer
+/// keeps what it holds (a request slot, a stream slot) for as long as it streams.
+pub(crate) fn hold_until_sent<G: Send + Unpin + 'static>(response: Response, guard: G) -> Response {
+    response.map(|inner| {
+        axum::body::Body::new(Holding {
+            inner,
+            _guard: guard,
+        })
+    })
+}
+
+struct Holding<G> {
+    inner: axum::body::Body,
+    _guard: G,
+}
+
+impl<G: Unpin> hyper::body::Body for Holding<G> {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        std::pin::Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The answer to a request refused because its token is at one of its limits: 429 with a
+/// `Retry-After`, as a JSON-RPC error on `/mcp` (what MCP clients read) and as the REST API's
+/// error elsewhere. `message` names the limit and the setting that raises it.
+pub(crate) fn at_limit(mcp: bool, message: &str) -> Response {
+    let body = if mcp {
+        serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": -32000, "message": message}})
+    } else {
+        serde_json::json!({"error": {"code": "too_many_requests", "message": message}})
+    };
+    let mut response =
+        (axum::http::StatusCode::TOO_MANY_REQUESTS, axum::Json(body)).into_response();
+    response.headers_mut().insert(
+        axum::http::header::RETRY_AFTER,
+        axum::http::HeaderValue::from_static("1"),
+    );
+    response
 }
 
 impl std::fmt::Debug for ApiTokens {
@@ -152,6 +338,7 @@ impl ApiTokens {
         }
         let label: Arc<str> = name.unwrap_or_else(|| source.clone()).into();
         self.entries.push(Entry {
+            identity: identity(&self.identity_key, &digest),
             digest,
             source,
             label,
@@ -231,6 +418,36 @@ impl ApiTokens {
         Ok(tokens)
     }
 
+    /// Keys the tokens' identities for the deployment whose shared keys start with `prefix`
+    /// (`state.prefix`), so that every replica of it names each token alike.
+    pub fn keyed_for(mut self, prefix: &str) -> Self {
+        self.identity_key = identity_key(prefix);
+        for entry in &mut self.entries {
+            entry.identity = identity(&self.identity_key, &entry.digest);
+        }
+        self
+    }
+
+    /// Caps each token's requests in progress at `max` (`http.maxRequestsPerToken`).
+    pub fn with_request_limit(mut self, max: usize) -> Self {
+        self.in_progress = Arc::new(InProgressLimit::new(max));
+        self
+    }
+
+    /// Counts the requests refused at the limit in `metrics`.
+    pub fn count_refusals_in(&self, metrics: &crate::metrics::Metrics) {
+        let _ = self.in_progress.metrics.set(metrics.clone());
+    }
+
+    /// Whether `owner` is one of the configured tokens (`None`: no tokens are configured). A
+    /// session whose token was removed from the config ends.
+    pub fn knows(&self, owner: Option<&TokenId>) -> bool {
+        match owner {
+            None => self.is_empty(),
+            Some(owner) => self.entries.iter().any(|e| &e.identity == owner),
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
@@ -261,7 +478,7 @@ impl ApiTokens {
         let i = usize::try_from(index).ok()?;
         let entry = self.entries.get(i)?;
         Some(Grant {
-            token: Some(i),
+            token: Some(entry.identity.clone()),
             label: entry.label.clone(),
             scope: entry.scope.clone(),
         })
@@ -312,12 +529,38 @@ pub async fn require_token(
     mut request: Request,
     next: Next,
 ) -> Response {
-    match grant_for(&tokens, request.headers()) {
-        Some(grant) => {
-            request.extensions_mut().insert(grant);
-            next.run(request).await
-        }
-        None => ApiError::Unauthorized.into_response(),
+    let Some(grant) = grant_for(&tokens, request.headers()) else {
+        return ApiError::Unauthorized.into_response();
+    };
+    let slot = match grant.owner() {
+        Some(token) => match tokens.in_progress.enter(&token) {
+            Some(slot) => Some(slot),
+            None => {
+                tracing::debug!(
+                    token = grant.label(),
+                    "request refused: the token is at http.maxRequestsPerToken"
+                );
+                let mcp = request
+                    .uri()
+                    .path()
+                    .starts_with(crate::downstream::MCP_PATH);
+                return at_limit(
+                    mcp,
+                    &format!(
+                        "this token already has {} requests in progress, its limit; wait for some to finish and retry (the operator can raise http.maxRequestsPerToken)",
+                        tokens.in_progress.max
+                    ),
+                );
+            }
+        },
+        // Without tokens every client is the same caller: nothing to share fairly.
+        None => None,
+    };
+    request.extensions_mut().insert(grant);
+    let response = next.run(request).await;
+    match slot {
+        Some(slot) => hold_until_sent(response, slot),
+        None => response,
     }
 }
 
@@ -337,6 +580,25 @@ mod tests {
         assert!(ApiTokens::new([""]).is_err());
         assert!(ApiTokens::new(["a b"]).is_err());
         assert_eq!(format!("{tokens:?}"), "ApiTokens(2 configured)");
+    }
+
+    #[test]
+    fn a_tokens_identity_depends_on_the_token_alone() {
+        let owner = |tokens: &ApiTokens, token: &str| tokens.grant(token).unwrap().owner();
+        let ab = ApiTokens::new(["alpha", "beta"]).unwrap();
+        let ba = ApiTokens::new(["beta", "alpha"]).unwrap();
+        assert_eq!(owner(&ab, "alpha"), owner(&ba, "alpha"));
+        assert_ne!(owner(&ab, "alpha"), owner(&ab, "beta"));
+        let id = owner(&ab, "alpha").unwrap();
+        assert_eq!(id.as_str().len(), 64);
+        assert!(!id.as_str().contains("alpha"));
+        // Another deployment (another `state.prefix`) names the same token otherwise.
+        let elsewhere = ApiTokens::new(["alpha"]).unwrap().keyed_for("elsewhere");
+        assert_ne!(owner(&elsewhere, "alpha"), Some(id.clone()));
+        // Revoked: a list without the token does not know its identity.
+        let bc = ApiTokens::new(["beta", "gamma"]).unwrap();
+        assert!(ab.knows(Some(&id)) && !bc.knows(Some(&id)));
+        assert!(ApiTokens::none().knows(None) && !ab.knows(None));
     }
 
     #[test]

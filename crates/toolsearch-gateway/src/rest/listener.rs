@@ -5,8 +5,10 @@
 //!   piece, and with Nagle's algorithm on, the second piece of every answer on a kept-alive
 //!   connection waited for the client's delayed ACK (about 40 ms).
 //! - A client has `headerReadTimeoutSecs` to send a request's headers (counted from the accept, or
-//!   from the end of the previous response) and `bodyReadTimeoutSecs` to send its body; then the
-//!   connection is closed (a late body is answered 408 first).
+//!   from the end of the previous response) and `bodyReadTimeoutSecs` to send its body, with no
+//!   gap longer than `bodyStallTimeoutSecs` between its pieces; then the connection is closed
+//!   (a late body is answered 408 first). A body that stalled frees its connection within
+//!   seconds, so requests whose body never comes cannot hold the connections for long.
 //! - At most `maxConnections` connections are open. At the cap, a new connection closes the
 //!   oldest one that is waiting for a request; if every one is busy with a request, the new one
 //!   is answered 503 and closed. Idle or half-sent connections can therefore never starve new
@@ -326,10 +328,18 @@ impl hyper::service::Service<Request<Incoming>> for ConnectionService {
             return Box::pin(async move { Ok(tracked(response, in_progress)) });
         }
         let timeout = self.shared.http.body_read_timeout;
-        let request = request.map(|body| Body::new(DeadlineBody::new(body, timeout)));
+        let stall = self.shared.http.body_stall_timeout;
+        let expired = Arc::new(std::sync::OnceLock::new());
+        let request =
+            request.map(|body| Body::new(DeadlineBody::new(body, timeout, stall, expired.clone())));
         let mut app = self.shared.app.clone();
         Box::pin(async move {
             let response = tower_service::Service::call(&mut app, request).await?;
+            // Whatever a route made of the failed body (rmcp answers 500), it is a 408.
+            let response = match expired.get() {
+                Some(why) => ApiError::BodyTimeout(why.clone()).into_response(),
+                None => response,
+            };
             Ok(tracked(response, in_progress))
         })
     }
@@ -370,46 +380,76 @@ impl hyper::body::Body for TrackedBody {
     }
 }
 
-/// The body of a request not received within `http.bodyReadTimeoutSecs`.
+/// The body of a request not received within `http.bodyReadTimeoutSecs`, or that stopped
+/// arriving for `http.bodyStallTimeoutSecs`.
 #[derive(Debug, thiserror::Error)]
-#[error("the request body did not arrive within {}s; send the whole body at once (the limit is http.bodyReadTimeoutSecs)", timeout.as_secs())]
-pub struct BodyReadTimeout {
-    pub timeout: Duration,
+pub enum BodyReadTimeout {
+    #[error("the request body did not arrive within {}s; send the whole body at once (the limit is http.bodyReadTimeoutSecs)", .0.as_secs())]
+    Total(Duration),
+    #[error("the request body stopped arriving for {}s; send the whole body at once (the limit is http.bodyStallTimeoutSecs)", .0.as_secs())]
+    Stalled(Duration),
 }
 
-/// A request body that fails with [`BodyReadTimeout`] once its deadline passes unfinished.
+/// A request body that fails with [`BodyReadTimeout`] once its deadline passes unfinished, or
+/// once no piece of it arrived for the stall timeout.
 struct DeadlineBody {
     inner: Incoming,
     timeout: Duration,
     deadline: Pin<Box<tokio::time::Sleep>>,
+    stall_timeout: Duration,
+    stall: Pin<Box<tokio::time::Sleep>>,
+    /// Set to the message when a deadline passed, for the answer.
+    expired: Arc<std::sync::OnceLock<String>>,
 }
 
 impl DeadlineBody {
-    fn new(inner: Incoming, timeout: Duration) -> Self {
+    fn new(
+        inner: Incoming,
+        timeout: Duration,
+        stall_timeout: Duration,
+        expired: Arc<std::sync::OnceLock<String>>,
+    ) -> Self {
         Self {
             inner,
             timeout,
             deadline: Box::pin(tokio::time::sleep(timeout)),
+            stall_timeout,
+            stall: Box::pin(tokio::time::sleep(stall_timeout)),
+            expired,
         }
+    }
+
+    fn fail(&self, why: BodyReadTimeout) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let _ = self.expired.set(why.to_string());
+        Poll::Ready(Some(Err(Box::new(why))))
     }
 }
 
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 impl hyper::body::Body for DeadlineBody {
     type Data = Bytes;
-    type Error = Box<dyn std::error::Error + Send + Sync>;
+    type Error = BoxError;
 
     fn poll_frame(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         match Pin::new(&mut self.inner).poll_frame(cx) {
-            Poll::Ready(frame) => Poll::Ready(frame.map(|f| f.map_err(Into::into))),
-            Poll::Pending => match self.deadline.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Some(Err(Box::new(BodyReadTimeout {
-                    timeout: self.timeout,
-                })))),
-                Poll::Pending => Poll::Pending,
-            },
+            Poll::Ready(frame) => {
+                let next = tokio::time::Instant::now() + self.stall_timeout;
+                self.stall.as_mut().reset(next);
+                Poll::Ready(frame.map(|f| f.map_err(Into::into)))
+            }
+            Poll::Pending => {
+                if self.deadline.as_mut().poll(cx).is_ready() {
+                    return self.fail(BodyReadTimeout::Total(self.timeout));
+                }
+                if self.stall.as_mut().poll(cx).is_ready() {
+                    return self.fail(BodyReadTimeout::Stalled(self.stall_timeout));
+                }
+                Poll::Pending
+            }
         }
     }
 

@@ -25,7 +25,8 @@ use axum::{middleware, Json, Router};
 use toolsearch_core::contract::ServerStatus;
 use toolsearch_core::SearchEngine;
 
-pub use auth::{authorized, grant_for, require_token, ApiTokens, Grant, TOKENS_ENV};
+pub(crate) use auth::{at_limit, hold_until_sent};
+pub use auth::{authorized, grant_for, require_token, ApiTokens, Grant, TokenId, TOKENS_ENV};
 pub use error::ApiError;
 pub use listener::{serve_with, BodyReadTimeout};
 pub use openapi::document as openapi_document;
@@ -100,7 +101,11 @@ impl RestState {
     /// Body limit and tokens from the config, plus tokens from `TOOLSEARCH_API_TOKENS`.
     pub fn from_config(engine: SharedEngine, config: &GatewayConfig) -> Result<Self, GatewayError> {
         Ok(Self::new(engine)
-            .with_tokens(ApiTokens::from_config_and_env(&config.rest)?)
+            .with_tokens(
+                ApiTokens::from_config_and_env(&config.rest)?
+                    .keyed_for(&config.state.prefix)
+                    .with_request_limit(config.http.max_requests_per_token),
+            )
             .with_max_body_bytes(config.rest.max_body_bytes))
     }
 

@@ -21,6 +21,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use toolsearch_core::SessionSnapshot;
 
+use crate::rest::TokenId;
+
 pub use redis_state::RedisState;
 
 /// Why the shared state could not be read or written.
@@ -101,11 +103,19 @@ pub trait SharedSessions: Send + Sync + 'static {
         handle: &str,
     ) -> Result<Option<SharedOutput>, SharedStateError>;
 
-    /// Records the token (its position, `None` without tokens) that opened an MCP session.
-    async fn set_owner(&self, session: &str, owner: Option<usize>) -> Result<(), SharedStateError>;
+    /// Records the token (its identity, `None` without tokens) that opened an MCP session. A
+    /// token then holding more than `per_token` sessions loses its least recently used ones,
+    /// which are forgotten and returned (never another token's); without a token there is no
+    /// such bound.
+    async fn set_owner(
+        &self,
+        session: &str,
+        owner: Option<&TokenId>,
+        per_token: usize,
+    ) -> Result<Vec<String>, SharedStateError>;
 
     /// The token that opened an MCP session: `None` for a session the store does not know.
-    async fn owner(&self, session: &str) -> Result<Option<Option<usize>>, SharedStateError>;
+    async fn owner(&self, session: &str) -> Result<Option<Option<TokenId>>, SharedStateError>;
 
     /// Forgets everything of a session that its client ended.
     async fn end_session(&self, session: &str) -> Result<(), SharedStateError>;
@@ -204,11 +214,16 @@ impl SharedSessions for InProcess {
         Ok(None)
     }
 
-    async fn set_owner(&self, _: &str, _: Option<usize>) -> Result<(), SharedStateError> {
-        Ok(())
+    async fn set_owner(
+        &self,
+        _: &str,
+        _: Option<&TokenId>,
+        _: usize,
+    ) -> Result<Vec<String>, SharedStateError> {
+        Ok(Vec::new())
     }
 
-    async fn owner(&self, _: &str) -> Result<Option<Option<usize>>, SharedStateError> {
+    async fn owner(&self, _: &str) -> Result<Option<Option<TokenId>>, SharedStateError> {
         Ok(None)
     }
 

@@ -4,7 +4,8 @@
 //! |---|---|
 //! | `P:sessions` | sorted set: every session by last use (ms), for the session bound and TTL |
 //! | `P:mcp:S` | the MCP session's `initialize` parameters (JSON), for restoring it anywhere |
-//! | `P:owner:S` | the token that opened it (`-` without tokens, else its position) |
+//! | `P:owner:S` | the token that opened it (`-` without tokens, else its identity, a keyed hash) |
+//! | `P:tokensessions:T` | sorted set: the sessions of the token of identity `T` by last use, for the per-token bound |
 //! | `P:reveals:S` | its reveal sets ([`SessionSnapshot`], JSON) |
 //! | `P:outs:S`, `P:outbytes:S` | its large outputs' handles (oldest first) and their bytes |
 //! | `P:out:S:H` | one large output (hash: `tool`, `text`) |
@@ -25,6 +26,7 @@ use toolsearch_core::SessionSnapshot;
 
 use super::{redacted, Limits, Notice, SharedOutput, SharedSessions, SharedStateError};
 use crate::config::StateConfig;
+use crate::rest::TokenId;
 
 /// Marks a session used (and every key of it, for the TTL), evicts the least recently used past
 /// the session bound, and returns the session's reveals.
@@ -35,11 +37,19 @@ local function forget(s)
   for _, h in ipairs(redis.call('LRANGE', p .. ':outs:' .. s, 0, -1)) do
     redis.call('DEL', p .. ':out:' .. s .. ':' .. h)
   end
+  local o = redis.call('GET', p .. ':owner:' .. s)
+  if o and o ~= '-' then redis.call('ZREM', p .. ':tokensessions:' .. o, s) end
   redis.call('DEL', p .. ':reveals:' .. s, p .. ':mcp:' .. s, p .. ':owner:' .. s,
     p .. ':outs:' .. s, p .. ':outbytes:' .. s)
 end
 redis.call('ZREMRANGEBYSCORE', zs, '-inf', now - ttl * 1000)
 redis.call('ZADD', zs, now, id)
+local owner = redis.call('GET', p .. ':owner:' .. id)
+if owner and owner ~= '-' then
+  local zt = p .. ':tokensessions:' .. owner
+  redis.call('ZADD', zt, now, id)
+  redis.call('EXPIRE', zt, ttl)
+end
 local over = redis.call('ZCARD', zs) - max
 if over > 0 then
   local old = redis.call('ZPOPMIN', zs, over)
@@ -76,6 +86,37 @@ redis.call('EXPIRE', bytes_key, ttl)
 return bytes
 ";
 
+/// Records a session's token and keeps that token within its bound of sessions: past it, the
+/// token's least recently used sessions are forgotten (and returned), never another token's.
+const CLAIM: &str = r"
+local p, id, owner, now, ttl, limit = ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local zs = p .. ':sessions'
+redis.call('SET', p .. ':owner:' .. id, owner, 'EX', ttl)
+local evicted = {}
+if owner ~= '-' then
+  local zt = p .. ':tokensessions:' .. owner
+  redis.call('ZREMRANGEBYSCORE', zt, '-inf', now - ttl * 1000)
+  redis.call('ZREM', zt, id)
+  local over = redis.call('ZCARD', zt) - (limit - 1)
+  if over > 0 then
+    local old = redis.call('ZPOPMIN', zt, over)
+    for i = 1, #old, 2 do
+      local s = old[i]
+      for _, h in ipairs(redis.call('LRANGE', p .. ':outs:' .. s, 0, -1)) do
+        redis.call('DEL', p .. ':out:' .. s .. ':' .. h)
+      end
+      redis.call('DEL', p .. ':reveals:' .. s, p .. ':mcp:' .. s, p .. ':owner:' .. s,
+        p .. ':outs:' .. s, p .. ':outbytes:' .. s)
+      redis.call('ZREM', zs, s)
+      table.insert(evicted, s)
+    end
+  end
+  redis.call('ZADD', zt, now, id)
+  redis.call('EXPIRE', zt, ttl)
+end
+return evicted
+";
+
 /// How long a shared tool vector is kept: a catalog that changes leaves vectors nobody reads,
 /// and a replica that misses one embeds it again.
 const VECTOR_TTL_SECS: u64 = 7 * 24 * 3600;
@@ -86,6 +127,8 @@ local p, id = ARGV[1], ARGV[2]
 for _, h in ipairs(redis.call('LRANGE', p .. ':outs:' .. id, 0, -1)) do
   redis.call('DEL', p .. ':out:' .. id .. ':' .. h)
 end
+local o = redis.call('GET', p .. ':owner:' .. id)
+if o and o ~= '-' then redis.call('ZREM', p .. ':tokensessions:' .. o, id) end
 redis.call('DEL', p .. ':reveals:' .. id, p .. ':mcp:' .. id, p .. ':owner:' .. id,
   p .. ':outs:' .. id, p .. ':outbytes:' .. id)
 return redis.call('ZREM', p .. ':sessions', id)
@@ -104,6 +147,7 @@ pub struct RedisState {
     touch: Script,
     put_output: Script,
     forget: Script,
+    claim: Script,
 }
 
 impl RedisState {
@@ -141,6 +185,7 @@ impl RedisState {
             touch: Script::new(TOUCH),
             put_output: Script::new(PUT_OUTPUT),
             forget: Script::new(FORGET),
+            claim: Script::new(CLAIM),
         });
         tokio::spawn(watch(Arc::downgrade(&state)));
         tokio::spawn(follow_notices(Arc::downgrade(&state), client));
@@ -348,17 +393,29 @@ impl SharedSessions for RedisState {
             .map(|(tool, text)| SharedOutput { tool, text }))
     }
 
-    async fn set_owner(&self, session: &str, owner: Option<usize>) -> Result<(), SharedStateError> {
+    async fn set_owner(
+        &self,
+        session: &str,
+        owner: Option<&TokenId>,
+        per_token: usize,
+    ) -> Result<Vec<String>, SharedStateError> {
         let mut connection = self.connection.clone();
-        let value = owner.map_or_else(|| "-".to_string(), |o| o.to_string());
+        let mut invocation = self.claim.prepare_invoke();
+        invocation
+            .arg(&self.prefix)
+            .arg(session)
+            .arg(owner.map_or("-", TokenId::as_str))
+            .arg(now_ms())
+            .arg(self.ttl_secs)
+            .arg(per_token.max(1));
         self.run(
             "record the session's token",
-            connection.set_ex::<_, _, ()>(self.key("owner", session), value, self.ttl_secs),
+            invocation.invoke_async(&mut connection),
         )
         .await
     }
 
-    async fn owner(&self, session: &str) -> Result<Option<Option<usize>>, SharedStateError> {
+    async fn owner(&self, session: &str) -> Result<Option<Option<TokenId>>, SharedStateError> {
         let mut connection = self.connection.clone();
         let value: Option<String> = self
             .run(
@@ -366,7 +423,7 @@ impl SharedSessions for RedisState {
                 connection.get(self.key("owner", session)),
             )
             .await?;
-        Ok(value.map(|v| v.parse::<usize>().ok()))
+        Ok(value.map(|v| (v != "-").then(|| TokenId::from_stored(&v))))
     }
 
     async fn end_session(&self, session: &str) -> Result<(), SharedStateError> {
