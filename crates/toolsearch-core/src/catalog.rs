@@ -145,6 +145,8 @@ impl Catalog {
     }
 
     /// [`Catalog::suggest`] among the tools of `scope` only: no name outside it is ever offered.
+    /// A name longer than [`MAX_NAME_CHARS`] gets no suggestion, and a catalog name is compared
+    /// only when its length is near the name's: the work stays bounded whatever a caller sends.
     pub fn suggest_in(
         &self,
         name: &str,
@@ -152,15 +154,26 @@ impl Catalog {
         max: usize,
         scope: &Scope,
     ) -> Vec<String> {
+        if name_too_long(name) {
+            return Vec::new();
+        }
         let wanted = name.to_lowercase();
+        let wanted_chars = wanted.chars().count();
+        let similarity = |candidate: &str| {
+            let candidate = candidate.to_lowercase();
+            if lengths_comparable(wanted_chars, candidate.chars().count()) {
+                strsim::jaro_winkler(&wanted, &candidate)
+            } else {
+                0.0
+            }
+        };
         let mut scored: Vec<(f64, String)> = self
             .tools()
             .filter(|t| scope.allows_tool(t, naming))
             .map(|t| {
                 let public = naming.tool_name(t);
-                let a = strsim::jaro_winkler(&wanted, &public.to_lowercase());
-                let b = strsim::jaro_winkler(&wanted, &t.name.to_lowercase());
-                (a.max(b), public)
+                let score = similarity(&public).max(similarity(&t.name));
+                (score, public)
             })
             .filter(|(score, _)| *score > 0.7)
             .collect();
@@ -180,6 +193,36 @@ impl Catalog {
     }
 }
 
+/// The longest tool or prompt name, in characters, that a caller may name and an upstream may
+/// list (MCP asks for at most 128). A longer name is refused before any matching, so resolving
+/// and suggesting never grow with what a client sends.
+pub const MAX_NAME_CHARS: usize = 256;
+
+/// Whether `name` is longer than [`MAX_NAME_CHARS`] characters; reads no further than that.
+pub fn name_too_long(name: &str) -> bool {
+    name.len() > MAX_NAME_CHARS && name.chars().nth(MAX_NAME_CHARS).is_some()
+}
+
+/// Refuses a `kind` name (`"tool"`, `"prompt"`) longer than [`MAX_NAME_CHARS`] characters.
+pub fn check_name_length(name: &str, kind: &'static str) -> Result<()> {
+    if name_too_long(name) {
+        return Err(Error::NameTooLong {
+            kind,
+            chars: name.chars().count(),
+            max: MAX_NAME_CHARS,
+        });
+    }
+    Ok(())
+}
+
+/// Whether names of these lengths (in characters) are worth comparing for a did-you-mean: a name
+/// three times longer than another plus a few characters is no typo of it, and skipping it keeps
+/// the comparison's cost (which grows with both lengths) small.
+fn lengths_comparable(a: usize, b: usize) -> bool {
+    let (shorter, longer) = (a.min(b), a.max(b));
+    longer <= shorter.saturating_mul(3).saturating_add(8)
+}
+
 /// How deeply a tool's input schema may nest (objects and arrays, the outermost object counting
 /// one). Real schemas stay well under 20; deeper ones are refused tool by tool, so that walking a
 /// schema (validation, provider rewrites) never recurses without bound.
@@ -192,6 +235,8 @@ pub enum ToolRejection {
     EmptyName,
     #[error("the server lists this name twice; the first definition is kept")]
     DuplicateName,
+    #[error("its name is {chars} characters long, longer than the limit of {max}; the server must shorten it")]
+    NameTooLong { chars: usize, max: usize },
     #[error("its name holds the control or bidirectional-formatting character U+{0:04X}, which can disguise a name to a reader; the server must rename it")]
     HiddenCharacter(u32),
     #[error("its input schema nests at least {depth} levels deep, deeper than the limit of {max}; the server must flatten it")]
@@ -208,7 +253,8 @@ pub struct Rejected {
 }
 
 /// Checks a server's tools one by one and keeps the good ones, in their order: a tool with an
-/// empty name, a control or bidirectional-formatting character in its name, a name already kept
+/// empty name, a name longer than [`MAX_NAME_CHARS`] characters, a control or
+/// bidirectional-formatting character in its name, a name already kept
 /// (the first is kept), or an input schema nested deeper than [`MAX_SCHEMA_DEPTH`] is left out,
 /// and only that tool. Each tool's `server` is set to `server`.
 pub fn validate_tools(server: &str, tools: Vec<Tool>) -> (Vec<Tool>, Vec<Rejected>) {
@@ -219,6 +265,11 @@ pub fn validate_tools(server: &str, tools: Vec<Tool>) -> (Vec<Tool>, Vec<Rejecte
         tool.server = server.to_string();
         let reason = if tool.name.trim().is_empty() {
             Some(ToolRejection::EmptyName)
+        } else if name_too_long(&tool.name) {
+            Some(ToolRejection::NameTooLong {
+                chars: tool.name.chars().count(),
+                max: MAX_NAME_CHARS,
+            })
         } else if let Some(c) = tool.name.chars().find(|&c| is_hidden_character(c)) {
             Some(ToolRejection::HiddenCharacter(u32::from(c)))
         } else if seen.contains(&tool.name) {
@@ -354,6 +405,59 @@ mod tests {
         assert_eq!(c.resolve("read_file", &naming).unwrap().server, "fs");
         assert!(c.resolve("nope", &naming).is_none());
         assert_eq!(c.suggest("create_isue", &naming, 3)[0], "gh___create_issue");
+    }
+
+    #[test]
+    fn overlong_names_get_no_suggestion_and_a_clear_refusal() {
+        let c = Catalog::from_tools(vec![tool("gh", "create_issue")]).unwrap();
+        let naming = Naming::default();
+        let at_limit = "c".repeat(MAX_NAME_CHARS);
+        let over = format!("{at_limit}é");
+        assert!(check_name_length(&at_limit, "tool").is_ok());
+        assert!(c.suggest(&over, &naming, 3).is_empty());
+        let refused = check_name_length(&over, "tool").unwrap_err();
+        assert!(matches!(
+            refused,
+            Error::NameTooLong {
+                chars: 257,
+                max: MAX_NAME_CHARS,
+                kind: "tool"
+            }
+        ));
+        let message = refused.to_string();
+        assert!(message.contains("257 characters"), "{message}");
+        assert!(
+            !message.contains(&at_limit),
+            "the name is not echoed: {message}"
+        );
+    }
+
+    #[test]
+    fn suggestions_skip_names_of_far_other_lengths() {
+        let c = Catalog::from_tools(vec![
+            tool("gh", "create_issue"),
+            tool("gh", &format!("create_issue_{}", "x".repeat(100))),
+        ])
+        .unwrap();
+        let naming = Naming::default();
+        assert_eq!(c.suggest("create_isue", &naming, 3), ["gh___create_issue"]);
+        // A name at the limit is still compared with names of comparable length.
+        let long = format!("create_issue_{}", "x".repeat(99));
+        assert_eq!(c.suggest(&long, &naming, 3).len(), 1);
+    }
+
+    #[test]
+    fn validate_tools_leaves_out_overlong_names() {
+        let long = "n".repeat(MAX_NAME_CHARS + 1);
+        let (kept, rejected) = validate_tools("s", vec![tool("s", &long), tool("s", "ok")]);
+        assert_eq!(kept.len(), 1);
+        assert_eq!(
+            rejected[0].reason,
+            ToolRejection::NameTooLong {
+                chars: MAX_NAME_CHARS + 1,
+                max: MAX_NAME_CHARS
+            }
+        );
     }
 
     fn deep_schema(name: &str, levels: usize) -> Tool {

@@ -61,6 +61,13 @@ pub enum Error {
         suggestions: Vec<String>,
     },
 
+    #[error("a {kind} name of {chars} characters is longer than the {max} allowed, so no {kind} has it; use the exact name a search or list gave")]
+    NameTooLong {
+        kind: &'static str,
+        chars: usize,
+        max: usize,
+    },
+
     #[error("server `{server}` is down ({state}); `{tool}` can be called once it is back: try again later, or use another tool")]
     ServerDown {
         server: String,

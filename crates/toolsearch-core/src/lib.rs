@@ -13,7 +13,10 @@ pub mod search;
 pub mod served;
 pub mod tool;
 
-pub use catalog::{validate_tools, Catalog, Rejected, ToolRejection, MAX_SCHEMA_DEPTH};
+pub use catalog::{
+    check_name_length, validate_tools, Catalog, Rejected, ToolRejection, MAX_NAME_CHARS,
+    MAX_SCHEMA_DEPTH,
+};
 pub use contract::{SearchArgs, SearchOptions, SearchResults, ToolMatch};
 pub use disclosure::{
     error_result, Disclosure, DisclosureConfig, Dispatch, ExposedTool, Exposure, MetaOutcome,

@@ -567,6 +567,44 @@ fn unknown_tool_has_did_you_mean() {
     assert!(err.to_string().contains("search for it first"), "{err}");
 }
 
+#[test]
+fn an_overlong_tool_name_is_refused_without_suggestions_on_every_path() {
+    let engine = engine();
+    let long = format!("get_wether{}", "x".repeat(300_000));
+    let refused = |err: Error| {
+        assert!(
+            matches!(
+                err,
+                Error::NameTooLong {
+                    kind: "tool",
+                    max: toolsearch_core::MAX_NAME_CHARS,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().len() < 300, "the name is not echoed: {err}");
+    };
+    let d = disclosure(Preset::Search);
+    refused(d.prepare_call(&long, json!({}), &engine).unwrap_err());
+    refused(d.dispatch("s", &long, json!({}), &engine).unwrap_err());
+    refused(
+        d.dispatch("s", "call_tool", json!({"name": long}), &engine)
+            .unwrap_err(),
+    );
+    let d_add = disclosure(Preset::Add);
+    refused(
+        d_add
+            .dispatch(
+                "s",
+                "add_tool",
+                json!({"names": ["weather___get_weather", long]}),
+                &engine,
+            )
+            .unwrap_err(),
+    );
+}
+
 /// Reports one server down, as an edge that supervises servers would.
 struct OneDown;
 

@@ -604,8 +604,9 @@ impl Disclosure {
     }
 
     /// Resolves `name` (`server___name`, or a bare name unique in the catalog) and validates
-    /// `arguments` against the tool's full schema. An unknown name fails with did-you-mean names;
-    /// bad arguments fail with the problems and the schema.
+    /// `arguments` against the tool's full schema. An unknown name fails with did-you-mean names,
+    /// a name longer than [`crate::MAX_NAME_CHARS`] at once without them; bad arguments fail with
+    /// the problems and the schema.
     pub fn prepare_call(
         &self,
         name: &str,
@@ -624,6 +625,7 @@ impl Disclosure {
         engine: &SearchEngine,
         scope: &Scope,
     ) -> Result<(Arc<Tool>, Value)> {
+        crate::catalog::check_name_length(name, "tool")?;
         let tool = match engine.resolve_in(name, scope) {
             Some(tool) => tool.clone(),
             None => return Err(self.unresolved(name, engine, scope)),
@@ -799,6 +801,7 @@ impl Disclosure {
         let mut ids = Vec::new();
         // All names are checked before any is revealed: a typo must not half-apply the call.
         for name in args.names {
+            crate::catalog::check_name_length(&name, "tool")?;
             match engine.resolve_in(&name, caller.scope) {
                 Some(tool) => ids.push(tool.id()),
                 None => return Err(self.unresolved(&name, engine, caller.scope)),

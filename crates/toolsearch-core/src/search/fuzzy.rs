@@ -1,10 +1,19 @@
 //! Near matches for query words that match nothing: typos (`wether` → `weather`), abbreviations
 //! (`msg` → `message`) and truncations (`calc` → `calculate`).
 
+/// Longest query word, in characters, that gets near matches. No typo, abbreviation or
+/// truncation of a catalog word is longer, and [`similarity`] runs against the whole vocabulary:
+/// its cost per catalog word must not grow with what a caller typed.
+pub const MAX_WORD_CHARS: usize = 64;
+
 /// How similar `word` (as typed) is to `candidate` (a catalog word), in 0..1; `None` when not close.
 pub fn similarity(word: &str, candidate: &str) -> Option<f32> {
+    // Bytes first: a character is at most four, so this bounds the count below.
+    if word.len() > 4 * MAX_WORD_CHARS {
+        return None;
+    }
     let (word_len, candidate_len) = (word.chars().count(), candidate.chars().count());
-    if word == candidate || word_len < 3 || candidate_len < 2 {
+    if word == candidate || !(3..=MAX_WORD_CHARS).contains(&word_len) || candidate_len < 2 {
         return None;
     }
     let max_edits = if word_len <= 5 { 1 } else { 2 };
@@ -69,6 +78,14 @@ mod tests {
         assert!(similarity("weather", "weather").is_none());
         assert!(similarity("msg", "mongodb").is_none());
         assert!(similarity("ab", "abc").is_none());
+    }
+
+    #[test]
+    fn overlong_words_get_no_near_match() {
+        let long = "a".repeat(MAX_WORD_CHARS + 1);
+        assert!(similarity(&long, &format!("{long}b")).is_none());
+        let at_limit = "a".repeat(MAX_WORD_CHARS);
+        assert!(similarity(&at_limit, &format!("{at_limit}b")).is_some());
     }
 
     #[test]
