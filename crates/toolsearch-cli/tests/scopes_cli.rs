@@ -4,6 +4,10 @@
 //! (tests/clients/offload_client.py, one session per token) and over REST. Each token searches,
 //! lists, counts, is offered and calls only its own tools; a tool outside its scope answers as an
 //! unknown tool, and a large output stored for one token's session is unknown to the other's.
+//! Resource scopes hold on canonical paths: in front of tests/clients/files_server.py, a file
+//! server that normalises whatever path it is asked for, a token scoped to `files:*/public/*`
+//! cannot reach `/secret/key.txt` through `..`, `%2e%2e`, `%2f`, `\` or any other traversal form,
+//! in any preset.
 //! The peers come from scripts/install-test-peers.sh.
 
 use std::collections::BTreeSet;
@@ -382,4 +386,186 @@ fn two_tokens_see_two_views_over_mcp_and_rest() {
         Some("{}"),
     );
     assert_eq!(status, 401);
+}
+
+/// A token limited to `files:*/public/*`.
+const PUBLIC_FILES: &str = "public-files-token-0123456789";
+const SECRET: &str = "SECRET-KEY-4242";
+const FILES: &str = "toolsearch://files/";
+
+/// Paths that name `/secret/key.txt` to a server that decodes and normalises what it is asked
+/// for, though their text matches `*/public/*`.
+const TRAVERSALS: [&str; 10] = [
+    "file:///public/../secret/key.txt",
+    "file:///public/%2e%2e/secret/key.txt",
+    "file:///public/%2E%2e/secret/key.txt",
+    "file:///public/..%2fsecret/key.txt",
+    "file:///public/..%2Fsecret%2Fkey.txt",
+    "file:///public/%5c..%5csecret%5ckey.txt",
+    "file:///public//../../secret/key.txt",
+    "file:///public/x/../../secret/key.txt",
+    "file:///public/%252e%252e/secret/key.txt",
+    "file:///public\\..\\secret\\key.txt",
+];
+
+/// Refused as the gateway cannot make them canonical, though their text matches `*/public/*`.
+const UNCANONICAL: [&str; 5] = [
+    "file:///public/../../secret/key.txt",
+    "file:///public/a.txt%00",
+    "file:///public/%zz",
+    "file://public/secret/key.txt",
+    "file:///secret/key.txt?/public/",
+];
+
+/// Runs tests/clients/mcp_client.py with `plan` and `args` (its transport); returns its report.
+fn mcp_client(plan: &Value, args: &[&str]) -> Value {
+    let output = std::process::Command::new(venv_python())
+        .arg(peers::client("mcp_client.py"))
+        .arg("--plan")
+        .arg(plan.to_string())
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let report: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| {
+        panic!(
+            "the client printed no JSON ({e}):\nstdout: {stdout}\nstderr: {}",
+            String::from_utf8_lossy(&output.stderr)
+        )
+    });
+    assert!(
+        output.status.success() && report.get("fatal").is_none(),
+        "the client failed: {report}"
+    );
+    report
+}
+
+fn read(uri: &str) -> Value {
+    json!({"op": "read", "uri": uri})
+}
+
+/// The text of a successful read.
+fn read_text(step: &Value) -> &str {
+    step["contents"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text read: {step}"))
+}
+
+/// Fails unless `step` is the gateway's answer to an unknown resource `uri`, the answer an URI
+/// outside the scope gets, with nothing of the secret in it.
+fn assert_unknown_resource(step: &Value, uri: &str) {
+    assert_eq!(step["code"], -32002, "{uri}: {step}");
+    let message = step["error"].as_str().unwrap();
+    assert!(message.contains("no resource `"), "{uri}: {message}");
+    assert!(!step.to_string().contains(SECRET), "{uri}: {step}");
+}
+
+/// The trusting file server really serves the secret for the traversal forms: what the gateway
+/// must refuse is not refused upstream.
+#[test]
+fn the_files_server_serves_traversals_when_asked_directly() {
+    let plan: Vec<Value> = TRAVERSALS.iter().map(|uri| read(uri)).collect();
+    let server = peers::client("files_server.py");
+    let report = mcp_client(&json!(plan), &["--stdio", &venv_python(), &server]);
+    let served = report["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|step| step["contents"][0]["text"] == SECRET)
+        .count();
+    // All but the raw backslashes, which its template does not match.
+    assert_eq!(served, TRAVERSALS.len() - 1, "{report}");
+}
+
+/// A token scoped to `files:*/public/*` reads the public files, also by a path that stays inside
+/// `/public/`, and is answered "no resource" for every path that leaves it, however written, in
+/// every preset, through reads, subscriptions and completions.
+#[test]
+fn resource_scopes_hold_on_canonical_paths_in_every_preset() {
+    for preset in ["search", "progressive", "add", "limit", "passthrough"] {
+        let text = format!(
+            r#"[mcpServers.files]
+command = {python}
+args = [{server}]
+
+[toolSearch]
+preset = "{preset}"
+
+[[rest.tokens]]
+name = "public-files"
+token = "{PUBLIC_FILES}"
+tools = ["files:*/public/*"]
+"#,
+            python = toml_str(&venv_python()),
+            server = toml_str(&peers::client("files_server.py")),
+        );
+        let config = peers::ScratchFile::new("scopes-files", "gateway.toml", &text);
+        let gateway = peers::serve_http_at_once(&config);
+        let template = format!("{FILES}file:///public/{{+path}}");
+        let mut plan = vec![
+            json!({"op": "resources"}),
+            json!({"op": "templates"}),
+            read(&format!("{FILES}file:///public/a.txt")),
+            read(&format!("{FILES}file:///public/x/..//./b.txt")),
+            read(&format!("{FILES}file:///secret/key.txt")),
+            json!({"op": "complete_resource", "uri": template, "argument": {"name": "path", "value": "a"}}),
+            json!({"op": "complete_resource", "uri": format!("{FILES}file:///public/../secret/{{+path}}"), "argument": {"name": "path", "value": ""}}),
+            json!({"op": "subscribe", "uri": format!("{FILES}file:///public/a.txt")}),
+        ];
+        for uri in TRAVERSALS.iter().chain(&UNCANONICAL) {
+            let uri = format!("{FILES}{uri}");
+            plan.push(read(&uri));
+            plan.push(json!({"op": "subscribe", "uri": uri}));
+            plan.push(json!({"op": "unsubscribe", "uri": uri}));
+        }
+        let report = mcp_client(
+            &json!(plan),
+            &["--url", &gateway.url, "--token", PUBLIC_FILES],
+        );
+        let steps = report["steps"].as_array().unwrap();
+        let context = format!("preset {preset}");
+
+        assert_eq!(
+            steps[0]["uris"],
+            json!([format!("{FILES}file:///public/a.txt")]),
+            "{context}"
+        );
+        assert_eq!(steps[1]["templates"], json!([template]), "{context}");
+        assert_eq!(read_text(&steps[2]), "public text A", "{context}");
+        // A path that stays inside /public/ is read by its canonical form.
+        assert_eq!(read_text(&steps[3]), "public text B", "{context}");
+        assert_eq!(
+            steps[3]["contents"][0]["uri"],
+            format!("{FILES}file:///public/b.txt"),
+            "{context}"
+        );
+        let outside = format!("{FILES}file:///secret/key.txt");
+        assert_unknown_resource(&steps[4], &outside);
+        assert_eq!(
+            steps[5]["values"],
+            json!(["a.txt"]),
+            "{context}: {}",
+            steps[5]
+        );
+        assert_unknown_resource(&steps[6], &context);
+        // In scope, a subscription reaches the server (which offers none); out of scope it is
+        // an unknown resource like any other.
+        let offered = steps[7]["error"].as_str().unwrap_or_default();
+        assert!(
+            offered.contains("does not offer subscriptions"),
+            "{context}: {}",
+            steps[7]
+        );
+        let answer_outside = steps[4]["error"].as_str().unwrap().replace(&outside, "");
+        for (index, uri) in TRAVERSALS.iter().chain(&UNCANONICAL).enumerate() {
+            let uri = format!("{FILES}{uri}");
+            for step in &steps[8 + 3 * index..8 + 3 * index + 3] {
+                assert_unknown_resource(step, &format!("{context}: {uri}"));
+                // Word for word what an URI outside the scope gets.
+                let message = step["error"].as_str().unwrap();
+                let shown = message.replace(&uri, "");
+                assert_eq!(shown, answer_outside, "{context}: {uri}");
+            }
+        }
+    }
 }

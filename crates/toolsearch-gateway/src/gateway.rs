@@ -721,20 +721,27 @@ impl Gateway {
         Ok((id.server, id.name))
     }
 
-    /// The server and upstream URI of a gateway resource URI the session may use.
+    /// The server and canonical upstream URI of a gateway resource URI the session may use. The
+    /// scope is asked about the canonical form, and only that form goes upstream, so that `..`,
+    /// `%2e%2e` or `\` cannot name to the server what the scope did not allow. A URI that has no
+    /// canonical form is answered as an unknown one, so that nothing leaks.
     fn resource_target(&self, session: &str, uri: &str) -> Result<(String, String)> {
         let unknown = || GatewayError::UnknownResource {
             uri: uri.to_string(),
         };
         let (server, original) = resources::parse_public_uri(uri).ok_or_else(unknown)?;
+        let canonical = resources::canonical_uri(&original).map_err(|reason| {
+            tracing::debug!(session, server, %reason, "resource URI refused");
+            unknown()
+        })?;
         let scope = self.session_scope(session);
         let naming = self.read_engine().naming().clone();
         if !self.upstreams.servers().contains(&server)
-            || !scope.allows(&ToolId::new(server.as_str(), original.as_str()), &naming)
+            || !resources::in_scope(&scope, &naming, &server, &canonical)
         {
             return Err(unknown());
         }
-        Ok((server, original))
+        Ok((server, canonical))
     }
 
     /// The ready upstreams that offer resources (and so resource templates).
@@ -769,10 +776,11 @@ impl Gateway {
                 continue;
             };
             for mut resource in listed {
-                if scope.allows(
-                    &ToolId::new(server.as_str(), resource.uri.as_str()),
-                    &naming,
-                ) {
+                // Listed as reading it would be judged: by its canonical form.
+                let in_scope = resources::canonical_uri(&resource.uri).is_ok_and(|canonical| {
+                    resources::in_scope(&scope, &naming, &server, &canonical)
+                });
+                if in_scope {
                     resource.uri = resources::public_uri(&server, &resource.uri);
                     all.push(resource);
                 }

@@ -9,6 +9,14 @@
 //! upstream's template matches. Every URI in what passes through (resource lists, reads, resource
 //! links and embedded resources in tool results and prompts, update notifications) is rewritten
 //! the same way.
+//!
+//! What a client sends is read through [`canonical_uri`]: the upstream URI inside a gateway URI is
+//! made canonical (dot segments, encodings, separators) before the scope is asked, and the upstream
+//! receives that canonical form, so a pattern and the server always read the same path.
+
+mod canonical;
+
+pub use canonical::{canonical_uri, in_scope, NotCanonical};
 
 use rmcp::model::{
     CallToolResult, ContentBlock, GetPromptResult, ReadResourceResult, ResourceContents,

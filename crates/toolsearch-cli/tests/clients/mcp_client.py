@@ -1,10 +1,11 @@
 """Drives an MCP server with the official Python SDK client and prints what happened as JSON.
 
     python mcp_client.py --plan PLAN_JSON --stdio COMMAND [ARG ...]
-    python mcp_client.py --plan PLAN_JSON --url http://127.0.0.1:PORT/mcp
+    python mcp_client.py --plan PLAN_JSON --url http://127.0.0.1:PORT/mcp [--token TOKEN]
     python mcp_client.py --plan PLAN_JSON --replicas URL0,URL1,...
 With --replicas, one session spans several gateways: its standalone GET stream is opened on URL0,
 and every POST (and the DELETE) goes to the replica a "route" step chose (URL0 at first).
+With --token, every request over --url carries "Authorization: Bearer TOKEN".
 
 PLAN_JSON is a list of steps, each run in order on one session:
     {"op": "list"}                                 -> {"names": [...], "tools": {name: tool}}
@@ -346,6 +347,7 @@ async def main():
     parser.add_argument("--plan", required=True)
     parser.add_argument("--url")
     parser.add_argument("--replicas")
+    parser.add_argument("--token")
     parser.add_argument("--stdio", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     plan = json.loads(args.plan)
@@ -362,6 +364,12 @@ async def main():
             transport=ROUTER, timeout=httpx2.Timeout(30.0, read=300.0)
         )
         server = streamable_http_client(urls[0], http_client=http)
+    elif args.url and args.token:
+        http = httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {args.token}"},
+            timeout=httpx2.Timeout(30.0, read=300.0),
+        )
+        server = streamable_http_client(args.url, http_client=http)
     elif args.url:
         server = args.url
     elif args.stdio:
