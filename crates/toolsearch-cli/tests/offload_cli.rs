@@ -636,3 +636,220 @@ fn a_client_without_sessions_reads_its_large_outputs_by_handle() {
     assert_ne!(steps[6]["protocol"], "2026-07-28", "{}", steps[6]);
     assert!(error_text(&steps[7]).contains("no large output"));
 }
+
+/// A config with one upstream (`upstream_lines`: its `[mcpServers.x]` table) and a call timeout
+/// of 120 s, far above how long anything here takes: no answer below can be a timeout.
+fn config_with(upstream_lines: &str) -> peers::ScratchFile {
+    let text = format!("{upstream_lines}\n[toolSearch]\ncallTimeoutSecs = 120\n");
+    peers::ScratchFile::new("offload-cli", "gateway.toml", &text)
+}
+
+fn call_tool(name: &str, arguments: Value) -> Value {
+    json!({"op": "call", "name": "call_tool", "arguments": {"name": name, "arguments": arguments}})
+}
+
+fn assert_not_a_timeout(text: &str) {
+    assert!(
+        !text.contains("timed out") && !text.contains("callTimeoutSecs"),
+        "not a timeout: {text}"
+    );
+}
+
+/// A stdio upstream's answer larger than the MCP library's 16 MiB line ends when it ends: 20 MB
+/// of text is read whole and offloaded (cut to `maxBytesPerSession`, its size kept), 70 MB
+/// (over the 64 MiB the gateway reads from one message) fails its call as soon as it has been
+/// read past, naming its size and the limit; the server answers the next call.
+#[test]
+fn answers_over_the_line_limit_are_offloaded_or_refused_with_their_size_over_stdio() {
+    let config = config_with(&format!(
+        "[mcpServers.large]\ncommand = {}\nargs = [{}]\n",
+        toml_str(&venv_python()),
+        toml_str(&peers::client("large_answer_server.py"))
+    ));
+    let steps = run_client(
+        Transport::Stdio,
+        &config,
+        json!([
+            {"op": "list"},
+            call_tool("large___large_text", json!({"megabytes": 20})),
+            call_tool("large___large_text", json!({"megabytes": 70})),
+            call_tool("large___echo", json!({"text": "still answering"}))
+        ]),
+    );
+    let info = offloaded(&steps[1]);
+    assert_eq!(info["cutFromBytes"], 20_000_000, "{info}");
+    assert_eq!(info["bytes"], 16 * 1024 * 1024, "{info}");
+    let refused = error_text(&steps[2]);
+    // The text's newlines are escaped in JSON: the message is larger than the text.
+    let bytes: u64 = refused
+        .split("the answer of server `large` is ")
+        .nth(1)
+        .and_then(|rest| rest.split(" MiB (").nth(1))
+        .and_then(|rest| rest.split(" bytes)").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no size in: {refused}"));
+    assert!((70_000_000..72_000_000).contains(&bytes), "{refused}");
+    assert!(
+        refused.contains("more than the 64.0 MiB (67108864 bytes) the gateway reads"),
+        "{refused}"
+    );
+    assert_not_a_timeout(&refused);
+    assert_eq!(steps[3]["is_error"], false, "{}", steps[3]);
+    assert_eq!(steps[3]["text"], "still answering");
+}
+
+/// A hand-written Streamable HTTP upstream (tests/clients/bad_http_server.py).
+struct BadHttpServer {
+    child: std::process::Child,
+    url: String,
+}
+
+impl Drop for BadHttpServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn bad_http_server() -> BadHttpServer {
+    bad_http_server_on(0)
+}
+
+/// [`bad_http_server`] on `port` (0: a free one).
+fn bad_http_server_on(port: u16) -> BadHttpServer {
+    use std::io::BufRead;
+    let mut child = Command::new(venv_python())
+        .arg(peers::client("bad_http_server.py"))
+        .args(["--port", &port.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let port: u16 = port
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("bad_http_server.py printed no port ({e}): {port:?}"));
+    BadHttpServer {
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+    }
+}
+
+/// One bad answer of a Streamable HTTP upstream (HTTP 500, an HTML page, a JSON body over the
+/// MCP library's 16 MiB, an SSE event over 64 MiB) is that call's error, saying what came back,
+/// and never a timeout; the upstream stays connected: another session's very next call
+/// succeeds, and the server saw no new `initialize` (no restart). An SSE event of 20 MB is read
+/// whole and offloaded.
+#[test]
+fn a_bad_http_answer_fails_its_call_and_the_upstream_stays_up() {
+    let server = bad_http_server();
+    let config = config_with(&format!(
+        "[mcpServers.bad]\nurl = {}\n",
+        toml_str(&server.url)
+    ));
+    let mut plan = vec![
+        json!({"op": "list"}),
+        json!({"op": "list", "session": "b"}),
+        call_tool("bad___initializations", json!({})),
+    ];
+    let bad = [
+        ("bad___http_500", json!({})),
+        ("bad___html_page", json!({})),
+        ("bad___oversize_json", json!({"megabytes": 20})),
+        ("bad___large_event", json!({"megabytes": 70})),
+    ];
+    for (name, arguments) in &bad {
+        plan.push(call_tool(name, arguments.clone()));
+        let mut next = call_tool("bad___echo", json!({"text": format!("after {name}")}));
+        next["session"] = json!("b");
+        plan.push(next);
+    }
+    plan.push(call_tool("bad___large_event", json!({"megabytes": 20})));
+    let mut last = call_tool("bad___initializations", json!({}));
+    last["session"] = json!("b");
+    plan.push(last);
+    let steps = run_client(Transport::Http, &config, Value::Array(plan));
+
+    let initializations = steps[2]["text"].clone();
+    assert_eq!(steps[2]["is_error"], false, "{}", steps[2]);
+    let says = [
+        "server `bad` answered tools/call with HTTP 500 (Internal Server Error)",
+        "server `bad` answered tools/call with content of type `text/html; charset=utf-8`, not JSON or an event stream",
+        "server `bad` answered tools/call with a JSON body larger than 16.0 MiB (16777216 bytes)",
+        "server `bad` sent an SSE event larger than 64.0 MiB (67108864 bytes)",
+    ];
+    for (i, (says, (name, _))) in says.iter().zip(&bad).enumerate() {
+        let refused = error_text(&steps[3 + 2 * i]);
+        assert!(refused.contains(says), "{name}: {refused}");
+        assert_not_a_timeout(&refused);
+        assert!(!refused.contains("is down"), "{name}: {refused}");
+        let next = &steps[4 + 2 * i];
+        assert_eq!(next["is_error"], false, "after {name}: {next}");
+        assert_eq!(next["text"], format!("after {name}"));
+    }
+    let info = offloaded(&steps[11]);
+    assert_eq!(info["cutFromBytes"], 20_000_000, "{info}");
+    assert_eq!(
+        steps[12]["text"], initializations,
+        "the upstream was not started again: {}",
+        steps[12]
+    );
+}
+
+/// When a Streamable HTTP upstream is gone (its port refuses connections), the first calls fail
+/// saying it cannot be reached, and after three in a row its session is started again: once the
+/// server is back on its port, calls succeed over a new session.
+#[test]
+fn an_unreachable_http_upstream_is_started_again_after_three_refusals() {
+    let first = bad_http_server();
+    let port: u16 = first
+        .url
+        .rsplit(':')
+        .next()
+        .and_then(|rest| rest.trim_end_matches("/mcp").parse().ok())
+        .unwrap();
+    let config = config_with(&format!(
+        "[mcpServers.bad]\nurl = {}\n",
+        toml_str(&first.url)
+    ));
+    let gateway = serve_http(&config);
+    let echo = |text: &str| call_tool("bad___echo", json!({ "text": text }));
+    let run = |plan: Value| -> Vec<Value> {
+        peers::run_client_at("offload_client.py", &gateway.url, &plan)["steps"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let steps = run(json!([{"op": "list"}, echo("up")]));
+    assert_eq!(steps[1]["text"], "up", "{}", steps[1]);
+
+    drop(first);
+    let steps = run(json!([echo("1"), echo("2"), echo("3")]));
+    for step in &steps[..2] {
+        let refused = error_text(step);
+        assert!(
+            refused.contains("server `bad` cannot be reached"),
+            "{refused}"
+        );
+    }
+    let gone = error_text(&steps[2]);
+    assert!(gone.contains("server `bad` is down"), "{gone}");
+
+    let _second = bad_http_server_on(port);
+    let mut answered = None;
+    for _ in 0..60 {
+        let steps = run(json!([echo("back")]));
+        if steps[0]["is_error"] == false {
+            answered = Some(steps);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+    let steps = answered.expect("the upstream never answered again");
+    assert_eq!(steps[0]["text"], "back");
+}

@@ -52,6 +52,15 @@ pub enum GatewayError {
         message: String,
     },
 
+    /// The upstream's answer to this call could not be read (too large, not MCP, an HTTP error
+    /// page); the upstream stays connected and other calls go on.
+    #[error("call to `{tool}` on server `{server}` failed: {message}")]
+    AnswerRefused {
+        server: String,
+        tool: String,
+        message: String,
+    },
+
     /// The call failed in the MCP library for another reason.
     #[error("call to `{tool}` on server `{server}` failed: {message}; the server is restarted automatically if it went down")]
     CallFailed {

@@ -19,15 +19,15 @@
 //!   server asks for authorization, and under protocol 2026-07-28, whose per-request headers
 //!   rmcp writes.
 
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
 use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt};
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, ErrorData,
-    GetMeta, NumberOrString, ProgressToken, RequestId, ServerJsonRpcMessage, ServerNotification,
+    CallToolRequest, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, GetMeta,
+    NumberOrString, ProgressToken, RequestId, ServerJsonRpcMessage, ServerNotification,
     ServerResult,
 };
 use rmcp::service::{RoleClient, RxJsonRpcMessage, TxJsonRpcMessage};
@@ -40,7 +40,9 @@ use sse_stream::Sse;
 use tokio::sync::mpsc;
 
 use crate::relay::Relay;
-use crate::wire::{GuardedHttpClient, Route, RouteCapture};
+use crate::wire::{
+    refused_answer_error, size_text, GuardedHttpClient, Route, RouteCapture, MAX_SSE_EVENT,
+};
 
 /// Ids of the calls posted here start above every id rmcp's own counter (a `u32`) gives, so the
 /// two never meet in one session; they stay integers, which every SDK reads.
@@ -110,6 +112,8 @@ pub(crate) struct HttpCalls {
     hand_over: mpsc::UnboundedSender<ServerJsonRpcMessage>,
     relay: Arc<Relay>,
     next_id: AtomicI64,
+    /// Posts in a row that could not reach the server.
+    unreachable: AtomicU32,
 }
 
 /// A call about to be posted here: where, and under which id.
@@ -146,6 +150,7 @@ impl HttpCalls {
             hand_over,
             relay,
             next_id: AtomicI64::new(FIRST_ID),
+            unreachable: AtomicU32::new(0),
         }
     }
 
@@ -178,31 +183,53 @@ impl HttpCalls {
             .get_meta_mut()
             .set_progress_token(prepared.progress_token());
         let message = ClientJsonRpcMessage::request(request, id.clone());
-        match self.client.post_direct(&prepared.route, message).await {
+        let posted = self.client.post_direct(&prepared.route, message).await;
+        if posted.is_ok() {
+            self.unreachable.store(0, Ordering::Relaxed);
+        }
+        match posted {
             Ok(StreamableHttpPostResponse::Json(message, _)) => {
                 let answer = self.read(message, &id).await;
                 Some(answer.unwrap_or_else(|| {
-                    Err(self.failed("answered tools/call with a message that is not its answer"))
+                    Err(self.refused("answered tools/call with a message that is not its answer"))
                 }))
             }
             Ok(StreamableHttpPostResponse::Sse(stream, _)) => {
                 Some(self.read_stream(stream, &id, &prepared.route).await)
             }
-            Ok(StreamableHttpPostResponse::Accepted) => Some(Err(self.failed(
+            Ok(StreamableHttpPostResponse::Accepted) => Some(Err(self.refused(
                 "accepted tools/call (HTTP 202) without answering it; a Streamable HTTP server answers a request on its POST",
             ))),
             Ok(_) => Some(Err(
-                self.failed("answered tools/call in a form the gateway does not read")
+                self.refused("answered tools/call in a form the gateway does not read")
             )),
             Err(
                 StreamableHttpError::SessionExpired
                 | StreamableHttpError::AuthRequired(_)
                 | StreamableHttpError::InsufficientScope(_),
             ) => None,
-            Err(e) => Some(Err(ServiceError::TransportSend(
-                DynamicTransportError::new::<HttpTransport, RoleClient>(e),
-            ))),
+            Err(e) => Some(Err(self.post_failed(e))),
         }
+    }
+
+    /// What a failed post of `tools/call` means. A bad answer (an HTTP error, a page that is not
+    /// MCP, a body too large) is this call's error, and the session goes on; the connection is
+    /// gone only when the server cannot be reached [`GONE_AFTER`] times in a row.
+    fn post_failed(&self, error: StreamableHttpError<reqwest::Error>) -> ServiceError {
+        let unreachable = matches!(&error, StreamableHttpError::Client(e) if e.is_connect());
+        if !unreachable {
+            self.unreachable.store(0, Ordering::Relaxed);
+            return self.refused(&bad_answer(&error));
+        }
+        let times = self.unreachable.fetch_add(1, Ordering::Relaxed) + 1;
+        if times >= GONE_AFTER {
+            self.unreachable.store(0, Ordering::Relaxed);
+            return ServiceError::TransportClosed;
+        }
+        self.refused(&format!(
+            "cannot be reached ({}); try again: the gateway reconnects after {GONE_AFTER} failures in a row",
+            error_chain(&error)
+        ))
     }
 
     /// Reads the answer's SSE stream until the answer, resuming it when it ends before.
@@ -219,6 +246,13 @@ impl HttpCalls {
             while let Some(event) = stream.next().await {
                 let event = match event {
                     Ok(event) => event,
+                    Err(e) if is_event_too_large(&e) => {
+                        tracing::warn!(target: "upstream", server = %self.server, limit = MAX_SSE_EVENT, "an SSE event larger than the gateway reads became an error for its call");
+                        return Err(self.refused(&format!(
+                            "sent an SSE event larger than {}, the most the gateway reads from one message; ask the tool for less (a page, a range, a filter), or have the server return less",
+                            size_text(MAX_SSE_EVENT)
+                        )));
+                    }
                     Err(e) => {
                         tracing::debug!(target: "upstream", server = %self.server, error = %e, "the answer's stream broke");
                         break;
@@ -251,12 +285,12 @@ impl HttpCalls {
                 }
             }
             let Some(event_id) = last_event_id.clone() else {
-                return Err(self.failed(
+                return Err(self.refused(
                     "closed the stream of a tools/call before answering, with no event id to resume it from",
                 ));
             };
             if resumes == MAX_RESUMES {
-                return Err(self.failed(&format!(
+                return Err(self.refused(&format!(
                     "closed the stream of a tools/call {MAX_RESUMES} times in a row without sending anything"
                 )));
             }
@@ -313,12 +347,92 @@ impl HttpCalls {
         }
     }
 
-    fn failed(&self, what: &str) -> ServiceError {
-        ServiceError::McpError(ErrorData::internal_error(
-            format!("server `{}` {what}", self.server),
-            None,
-        ))
+    /// This call's error for an answer the gateway could not read; the upstream stays connected.
+    fn refused(&self, what: &str) -> ServiceError {
+        ServiceError::McpError(refused_answer_error(format!(
+            "server `{}` {what}",
+            self.server
+        )))
     }
+}
+
+/// Failures in a row to reach the server after which its connection counts as gone (and the
+/// session is started again).
+const GONE_AFTER: u32 = 3;
+
+/// Characters of an answer's body quoted in an error.
+const EXCERPT_CHARS: usize = 200;
+
+/// Why a post of `tools/call` got no answer, in words, with the status and a short excerpt of
+/// the body when the MCP library kept them.
+fn bad_answer(error: &StreamableHttpError<reqwest::Error>) -> String {
+    match error {
+        StreamableHttpError::HttpStatus(status) => format!(
+            "answered tools/call with HTTP {}{}; the server stays connected: try again, or check the server's logs",
+            status.status,
+            reason(status.status)
+        ),
+        StreamableHttpError::UnexpectedServerResponse(why) => format!(
+            "answered tools/call with something that is not an MCP answer: {}",
+            excerpt(why)
+        ),
+        StreamableHttpError::UnexpectedContentType(content_type) => format!(
+            "answered tools/call with content of type `{}`, not JSON or an event stream (an error page, or a URL that is not an MCP endpoint?); check the server's logs and its url",
+            excerpt(content_type.as_deref().unwrap_or("none"))
+        ),
+        StreamableHttpError::ResponseBodyTooLarge { max_size } => format!(
+            "answered tools/call with a JSON body larger than {}, the most the MCP library reads from one; ask the tool for less (a page, a range, a filter), or have the server answer with an event stream (up to {})",
+            size_text(*max_size),
+            size_text(MAX_SSE_EVENT)
+        ),
+        other => format!(
+            "gave no answer to tools/call: {}; try again",
+            excerpt(&error_chain(other))
+        ),
+    }
+}
+
+/// The reason phrase of an HTTP status, with a leading space, when there is one.
+fn reason(status: u16) -> String {
+    http::StatusCode::from_u16(status)
+        .ok()
+        .and_then(|s| s.canonical_reason())
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default()
+}
+
+/// `text` clipped to [`EXCERPT_CHARS`] characters on one line.
+fn excerpt(text: &str) -> String {
+    let flat: String = text
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    match flat.char_indices().nth(EXCERPT_CHARS) {
+        Some((end, _)) => format!("{}…", &flat[..end]),
+        None => flat,
+    }
+}
+
+/// An error and its sources, joined: reqwest's own message ("error sending request") says
+/// little without them.
+fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+/// Whether the SSE stream broke on an event larger than [`MAX_SSE_EVENT`]. The MCP library keeps
+/// that error's type to itself; its message is all there is to tell it by.
+fn is_event_too_large(error: &SseError) -> bool {
+    error_chain(error).contains("SSE event exceeded the maximum size")
 }
 
 /// Reads what is left of an answered stream: only a response read to its end gives its

@@ -569,6 +569,13 @@ impl UpstreamManager {
                 tool: tool.to_string(),
                 message: "the server answered tools/call with another kind of result (an input_required or task result needs protocol 2026-07-28, which the gateway does not speak upstream)".into(),
             }),
+            Ok(Err(ServiceError::McpError(error))) if crate::wire::is_refused_answer(&error) => {
+                Err(GatewayError::AnswerRefused {
+                    server: server.to_string(),
+                    tool: tool.to_string(),
+                    message: error.message.to_string(),
+                })
+            }
             Ok(Err(ServiceError::McpError(error))) => Err(GatewayError::UpstreamRejected {
                 server: server.to_string(),
                 tool: tool.to_string(),
@@ -576,7 +583,17 @@ impl UpstreamManager {
             }),
             Ok(Err(e)) => {
                 let message = e.to_string();
-                if matches!(e, ServiceError::TransportClosed | ServiceError::TransportSend(_)) {
+                // Restart only when the connection itself is gone. A Streamable HTTP server's
+                // failed post is that request's failure: its session ends (and is restarted)
+                // only when rmcp's transport closes, or when `http_calls` says it is gone.
+                let gone = match e {
+                    ServiceError::TransportClosed => true,
+                    ServiceError::TransportSend(_) => {
+                        http_calls.is_none() || peer.is_transport_closed()
+                    }
+                    _ => false,
+                };
+                if gone {
                     let _ = slot.signals.send(Signal::ConnectionLost(format!(
                         "the connection failed during a call: {message}"
                     )));

@@ -24,7 +24,7 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::transport::{StreamableHttpClientTransport, Transport};
 use rmcp::ClientHandler;
 use rmcp::ErrorData;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::sync::mpsc;
 
 use toolsearch_core::{Tool, ToolSchema};
@@ -376,8 +376,9 @@ pub(crate) async fn connect(
         }
         ServerTransport::StreamableHttp { url, headers } => {
             let headers = header_map(headers)?;
-            let config =
-                StreamableHttpClientTransportConfig::with_uri(url.as_str()).custom_headers(headers);
+            let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                .custom_headers(headers)
+                .max_sse_event_size(wire::MAX_SSE_EVENT);
             let http = wire::GuardedHttpClient::new(server).map_err(|source| {
                 UpstreamError::HttpClient {
                     url: url.clone(),
@@ -466,20 +467,28 @@ fn path_argument(arg: &str, cwd: Option<&Path>) -> Option<PathBuf> {
     arg.starts_with('/').then(|| PathBuf::from(arg))
 }
 
-/// A stdio server as an MCP transport. What it writes to stdout passes line by line through
-/// [`wire::guard_line`] before the MCP library reads it, so that a message nested too deep for the
-/// JSON parser is answered or dropped with a reason instead of being lost. Closing it closes the
-/// server's stdin, waits for it to exit, then sends SIGTERM, then kills it; dropping it kills it.
+/// A stdio server as an MCP transport. What it writes to stdout is read here line by line
+/// ([`read_stdout`]): each line passes through [`wire::guard_line`] and is parsed before the MCP
+/// library sees it, so that a message nested too deep for the JSON parser, larger than
+/// [`wire::MAX_MESSAGE_BYTES`], or not MCP at all is answered for its request or dropped with a
+/// reason instead of being lost (its call would otherwise wait for its timeout). Closing it closes
+/// the server's stdin, waits for it to exit, then sends SIGTERM, then kills it; dropping it kills it.
 pub(crate) struct ChildTransport {
     child: Option<Box<dyn ChildWrapper>>,
-    transport: AsyncRwTransport<RoleClient, tokio::io::DuplexStream, tokio::process::ChildStdin>,
+    /// Writes to the server's stdin; its reading half is never used (see `incoming`).
+    transport: AsyncRwTransport<RoleClient, tokio::io::Empty, tokio::process::ChildStdin>,
+    /// The server's messages, read and parsed by [`read_stdout`].
+    incoming: mpsc::Receiver<RxJsonRpcMessage<RoleClient>>,
 }
 
 /// How long closing waits for a stdio server to exit before it signals, then kills it.
 const EXIT_WAIT: Duration = Duration::from_secs(3);
 
-/// The longest line read from a stdio server; a longer one is dropped with a warning.
-const MAX_LINE: usize = 64 * 1024 * 1024;
+/// Messages read ahead of the MCP library.
+const READ_AHEAD: usize = 16;
+
+/// A line buffer grown past this by a large message is given back after it.
+const KEEP_LINE_CAPACITY: usize = 1024 * 1024;
 
 impl ChildTransport {
     fn spawn(
@@ -500,12 +509,13 @@ impl ChildTransport {
                 "the child's stdin or stdout is not a pipe",
             ));
         };
-        let (reader, writer) = tokio::io::duplex(64 * 1024);
-        tokio::spawn(guard_stdout(server.to_string(), stdout, writer));
+        let (to_client, incoming) = mpsc::channel(READ_AHEAD);
+        tokio::spawn(read_stdout(server.to_string(), stdout, to_client));
         Ok((
             Self {
                 child: Some(child),
-                transport: AsyncRwTransport::new(reader, stdin),
+                transport: AsyncRwTransport::new(tokio::io::empty(), stdin),
+                incoming,
             },
             stderr,
         ))
@@ -565,7 +575,8 @@ impl Transport<RoleClient> for ChildTransport {
     fn receive(
         &mut self,
     ) -> impl std::future::Future<Output = Option<RxJsonRpcMessage<RoleClient>>> + Send {
-        self.transport.receive()
+        // Cancel-safe, as the MCP library's service loop needs.
+        self.incoming.recv()
     }
 
     fn close(&mut self) -> impl std::future::Future<Output = Result<(), Self::Error>> + Send {
@@ -573,50 +584,128 @@ impl Transport<RoleClient> for ChildTransport {
     }
 }
 
-/// Copies a server's stdout to the MCP library line by line through [`wire::guard_line`]; ends
-/// when either side closes.
-async fn guard_stdout(
+/// One line read from a stdio server.
+enum StdoutLine {
+    /// A whole line (with its newline) is in the buffer.
+    Line,
+    /// A line longer than [`wire::MAX_MESSAGE_BYTES`], read past and not kept: its head.
+    TooLarge(wire::MessageHead),
+    /// The server closed its stdout.
+    Closed,
+}
+
+/// Reads the next line of `reader` into `line` (cleared first). A line over
+/// [`wire::MAX_MESSAGE_BYTES`] is read to its end without being kept, only its head is (its id and
+/// kind), so that memory stays bounded whatever the server writes.
+async fn next_line<R: tokio::io::AsyncBufRead + Unpin>(
+    reader: &mut R,
+    line: &mut Vec<u8>,
+) -> std::io::Result<StdoutLine> {
+    line.clear();
+    let mut too_large: Option<wire::MessageHead> = None;
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            // An unfinished last line is no message.
+            return Ok(StdoutLine::Closed);
+        }
+        let newline = available.iter().position(|b| *b == b'\n');
+        let take = newline.map_or(available.len(), |at| at + 1);
+        match too_large.as_mut() {
+            Some(head) => head.feed(&available[..take]),
+            None if line.len() + take > wire::MAX_MESSAGE_BYTES + 1 => {
+                let mut head = wire::MessageHead::of(line);
+                head.feed(&available[..take]);
+                too_large = Some(head);
+                line.clear();
+            }
+            None => line.extend_from_slice(&available[..take]),
+        }
+        reader.consume(take);
+        if newline.is_some() {
+            return Ok(match too_large {
+                Some(head) => StdoutLine::TooLarge(head),
+                None => StdoutLine::Line,
+            });
+        }
+    }
+}
+
+/// Reads a server's stdout line by line and hands each message to the MCP library, through
+/// [`wire::guard_line`]; a line that is no MCP message but answers a request, or is too large to
+/// read, becomes an error for that request. Ends when either side closes.
+async fn read_stdout(
     server: String,
     stdout: tokio::process::ChildStdout,
-    mut to_client: tokio::io::DuplexStream,
+    to_client: mpsc::Sender<RxJsonRpcMessage<RoleClient>>,
 ) {
-    use tokio::io::AsyncWriteExt;
-    let mut reader = BufReader::new(stdout);
+    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
     let mut line = Vec::new();
     loop {
-        line.clear();
-        match (&mut reader)
-            .take(MAX_LINE as u64 + 1)
-            .read_until(b'\n', &mut line)
-            .await
-        {
-            Ok(0) => break,
-            Ok(_) => {}
+        let message = match next_line(&mut reader, &mut line).await {
+            Ok(StdoutLine::Line) => parse_line(&server, &line),
+            Ok(StdoutLine::TooLarge(head)) => {
+                let bytes = head.bytes().saturating_sub(1);
+                let limit = wire::MAX_MESSAGE_BYTES;
+                match head.answered_id() {
+                    Some(id) => {
+                        tracing::warn!(target: "upstream", server = %server, bytes, limit, "an answer larger than the gateway reads became an error for its call");
+                        Some(wire::refused_answer(
+                            wire::too_large(&server, bytes, limit),
+                            id,
+                        ))
+                    }
+                    None => {
+                        tracing::warn!(target: "upstream", server = %server, bytes, limit, "dropped a message of {bytes} bytes, more than the {limit} the gateway reads");
+                        None
+                    }
+                }
+            }
+            Ok(StdoutLine::Closed) => break,
             Err(e) => {
                 tracing::debug!(target: "upstream", server = %server, "stdout closed: {e}");
                 break;
             }
+        };
+        if line.capacity() > KEEP_LINE_CAPACITY {
+            line = Vec::new();
         }
-        if line.len() > MAX_LINE && line.last() != Some(&b'\n') {
-            tracing::warn!(target: "upstream", server = %server, "dropped a message longer than {MAX_LINE} bytes");
-            // Skip the rest of that line.
-            let mut rest = Vec::new();
-            if reader.read_until(b'\n', &mut rest).await.is_err() {
+        if let Some(message) = message {
+            if to_client.send(message).await.is_err() {
                 break;
             }
-            continue;
         }
-        let body = line.strip_suffix(b"\n").unwrap_or(&line);
-        let Some(out) = wire::guard_line(&server, body) else {
-            continue;
-        };
-        let written = async {
-            to_client.write_all(&out).await?;
-            to_client.write_all(b"\n").await?;
-            to_client.flush().await
-        };
-        if written.await.is_err() {
-            break;
+    }
+}
+
+/// One line of a stdio server (with its newline) as the message the MCP library reads, or `None`
+/// to skip it: blank lines, notifications the library does not know, and text that is not JSON
+/// (as the official SDKs do). A line that answers a request but is no MCP answer becomes an error
+/// for that request.
+fn parse_line(server: &str, line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
+    let line = line.strip_suffix(b"\n").unwrap_or(line);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return None;
+    }
+    let guarded = wire::guard_line(server, line)?;
+    let error = match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(&guarded) {
+        Ok(message) => return Some(message),
+        Err(error) => error,
+    };
+    let head = wire::MessageHead::of(&guarded);
+    match head.answered_id() {
+        Some(id) if !error.is_syntax() && !error.is_eof() => {
+            tracing::warn!(target: "upstream", server, "an answer that is not an MCP message became an error for its call: {error}");
+            Some(wire::refused_answer(
+                format!("the answer of server `{server}` is not a valid MCP message ({error}); the server must answer as MCP says"),
+                id,
+            ))
+        }
+        _ => {
+            tracing::debug!(target: "upstream", server, "skipped a line that is not an MCP message: {error}");
+            None
         }
     }
 }
@@ -743,6 +832,39 @@ mod tests {
         let tool = to_core_tool("s", &raw);
         assert_eq!(tool.description, "A title");
         assert_eq!(tool.annotations, None);
+    }
+
+    #[tokio::test]
+    async fn stdout_lines_over_the_limit_are_read_past_and_answered() {
+        let big = "x".repeat(wire::MAX_MESSAGE_BYTES);
+        let text = format!(
+            "{{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{{}}}}\n{{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{{\"t\":\"{big}\"}}}}\nnot json\n\n{{\"jsonrpc\":\"1.0\",\"id\":3,\"result\":{{}}}}\n"
+        );
+        let mut reader = BufReader::new(text.as_bytes());
+        let mut line = Vec::new();
+        let mut seen = Vec::new();
+        loop {
+            match next_line(&mut reader, &mut line).await.unwrap() {
+                StdoutLine::Line => {
+                    seen.push(parse_line("s", &line).map(|m| serde_json::to_value(m).unwrap()))
+                }
+                StdoutLine::TooLarge(head) => {
+                    assert_eq!(head.bytes(), big.len() + 43, "the whole line, newline included");
+                    assert_eq!(head.answered_id(), Some(rmcp::model::RequestId::Number(2)));
+                    assert!(line.is_empty(), "nothing of it is kept");
+                    seen.push(None);
+                }
+                StdoutLine::Closed => break,
+            }
+        }
+        assert_eq!(seen.len(), 5, "{seen:?}");
+        assert_eq!(seen[0].as_ref().unwrap()["id"], 1);
+        assert_eq!(seen[2], None, "text that is not JSON is skipped");
+        assert_eq!(seen[3], None, "a blank line is skipped");
+        let error = seen[4].as_ref().unwrap();
+        assert_eq!(error["id"], 3);
+        let message = error["error"]["message"].as_str().unwrap();
+        assert!(message.contains("not a valid MCP message"), "{message}");
     }
 
     #[test]

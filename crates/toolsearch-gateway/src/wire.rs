@@ -79,6 +79,168 @@ fn too_deep(server: &str, depth: usize) -> String {
     )
 }
 
+/// The largest message read from an upstream: a stdio server's line, or an SSE event of a
+/// Streamable HTTP server. An answer up to this size is read whole and goes on to be offloaded
+/// (cut to `maxBytesPerSession` when larger); a larger one becomes an error for its call as soon as
+/// it has been read past, naming its size and this limit.
+pub(crate) const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+
+/// Marks, in an error's `data`, an error the gateway made of an upstream's answer it could not
+/// read (too large, not MCP): the upstream is fine, only that call failed.
+pub(crate) const REFUSED_ANSWER: &str = "refusedAnswer";
+
+/// The error for the call `id` whose answer could not be read, with `message` saying why.
+pub(crate) fn refused_answer(message: String, id: rmcp::model::RequestId) -> ServerJsonRpcMessage {
+    ServerJsonRpcMessage::error(refused_answer_error(message), Some(id))
+}
+
+/// The error data of [`refused_answer`].
+pub(crate) fn refused_answer_error(message: String) -> ErrorData {
+    ErrorData::internal_error(message, Some(json!({ REFUSED_ANSWER: true })))
+}
+
+/// Whether `error` is one the gateway made of an answer it could not read ([`refused_answer`]).
+pub(crate) fn is_refused_answer(error: &ErrorData) -> bool {
+    error
+        .data
+        .as_ref()
+        .and_then(|data| data.get(REFUSED_ANSWER))
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
+
+/// `bytes` in words: mebibytes for large sizes, with the exact count.
+pub(crate) fn size_text(bytes: usize) -> String {
+    const MIB: f64 = 1024.0 * 1024.0;
+    if bytes >= 1024 * 1024 {
+        format!("{:.1} MiB ({bytes} bytes)", bytes as f64 / MIB)
+    } else {
+        format!("{bytes} bytes")
+    }
+}
+
+/// The message for an answer of `bytes` bytes, over the `limit` the gateway reads.
+pub(crate) fn too_large(server: &str, bytes: usize, limit: usize) -> String {
+    format!(
+        "the answer of server `{server}` is {}, more than the {} the gateway reads from one message; ask the tool for less (a page, a range, a filter), or have the server return less",
+        size_text(bytes),
+        size_text(limit)
+    )
+}
+
+/// What the top level of a JSON-RPC message says, read from its bytes as they pass (in pieces,
+/// without keeping them): its `id`, and whether it is a request or notification (`method`) or an
+/// answer (`result`, `error`). Reads any size and any depth in constant memory, so that a message
+/// too large to keep can still be answered for its request.
+#[derive(Debug, Default)]
+pub(crate) struct MessageHead {
+    bytes: usize,
+    depth: usize,
+    in_string: bool,
+    escaped: bool,
+    /// At the top level, the next string is a key.
+    expect_key: bool,
+    /// The top-level key being read (its first bytes).
+    key: Option<Vec<u8>>,
+    /// The last top-level key read.
+    last_key: Vec<u8>,
+    /// The JSON text of `id`'s value while it is read.
+    id_text: Option<Vec<u8>>,
+    id: Option<Vec<u8>>,
+    has_method: bool,
+    has_answer: bool,
+}
+
+/// Bytes of a top-level key kept: enough for `id`, `method`, `result`, `error`.
+const KEY_BYTES: usize = 8;
+/// Bytes of an id's JSON text kept; a longer id is not one the gateway sent.
+const ID_BYTES: usize = 256;
+
+impl MessageHead {
+    /// The head of one whole message.
+    pub(crate) fn of(message: &[u8]) -> Self {
+        let mut head = Self::default();
+        head.feed(message);
+        head
+    }
+
+    /// Reads the next piece of the message.
+    pub(crate) fn feed(&mut self, piece: &[u8]) {
+        self.bytes += piece.len();
+        // Once the id and the kind are known, the rest is only counted.
+        if self.id.is_some() && (self.has_answer || self.has_method) {
+            return;
+        }
+        for &b in piece {
+            if let Some(text) = self.id_text.as_mut() {
+                let ends = !self.in_string && self.depth == 1 && (b == b',' || b == b'}');
+                if ends {
+                    self.id = self.id_text.take();
+                } else if text.len() < ID_BYTES {
+                    text.push(b);
+                } else {
+                    self.id_text = None;
+                }
+            }
+            if self.in_string {
+                if self.escaped {
+                    self.escaped = false;
+                } else if b == b'\\' {
+                    self.escaped = true;
+                } else if b == b'"' {
+                    self.in_string = false;
+                    if let Some(key) = self.key.take() {
+                        self.last_key = key;
+                    }
+                    continue;
+                }
+                if let Some(key) = self.key.as_mut().filter(|k| k.len() <= KEY_BYTES) {
+                    key.push(b);
+                }
+                continue;
+            }
+            match b {
+                b'"' => {
+                    self.in_string = true;
+                    if self.depth == 1 && self.expect_key {
+                        self.key = Some(Vec::new());
+                        self.expect_key = false;
+                    }
+                }
+                b'{' | b'[' => {
+                    self.depth += 1;
+                    if self.depth == 1 {
+                        self.expect_key = b == b'{';
+                    }
+                }
+                b'}' | b']' => self.depth = self.depth.saturating_sub(1),
+                b',' if self.depth == 1 => self.expect_key = true,
+                b':' if self.depth == 1 => match self.last_key.as_slice() {
+                    b"id" if self.id.is_none() => self.id_text = Some(Vec::new()),
+                    b"method" => self.has_method = true,
+                    b"result" | b"error" => self.has_answer = true,
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+    }
+
+    /// Bytes read so far.
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// The id of the request this message answers; `None` for a request, a notification, or a
+    /// message without a readable id.
+    pub(crate) fn answered_id(&self) -> Option<rmcp::model::RequestId> {
+        if self.has_method {
+            return None;
+        }
+        serde_json::from_slice(self.id.as_deref()?).ok()
+    }
+}
+
 /// Idle connections kept per upstream, for calls made at once.
 const IDLE_CONNECTIONS: usize = 8;
 /// How long an idle connection to an upstream is kept: under the 5 seconds after which Node's
@@ -88,8 +250,8 @@ const IDLE_CONNECTION: std::time::Duration = std::time::Duration::from_secs(4);
 /// The JSON parser's own limit, which a JSON body that rmcp parses itself runs into.
 const PARSER_DEPTH: usize = 128;
 
-/// The largest SSE event read from an upstream: rmcp's own default.
-const MAX_SSE_EVENT: usize = 16 * 1024 * 1024;
+/// The largest SSE event read from an upstream.
+pub(crate) const MAX_SSE_EVENT: usize = MAX_MESSAGE_BYTES;
 
 /// rmcp's Streamable HTTP client (reqwest) with [`guard_line`] between the server and the MCP
 /// library: every SSE event's data (answers to requests, and the server's own stream) is
@@ -524,6 +686,70 @@ mod tests {
             prune(text.as_bytes(), 2),
             format!(r#"["{}",[{MARKER}]]"#, "[".repeat(500)).into_bytes()
         );
+    }
+
+    #[test]
+    fn the_head_of_a_message_is_read_in_pieces_in_any_key_order() {
+        let big = "x".repeat(10_000);
+        let cases = [
+            (
+                format!(r#"{{"jsonrpc":"2.0","id":7,"result":{{"t":"{big}"}}}}"#),
+                Some(json!(7)),
+            ),
+            (
+                format!(
+                    r#"{{"result":{{"a":[{{"id":1}}],"t":"{big}"}},"jsonrpc":"2.0","id":"k,\"}}"}}"#
+                ),
+                Some(json!("k,\"}")),
+            ),
+            (
+                format!(r#"{{"jsonrpc":"2.0","id":3,"error":{{"code":1,"message":"{big}"}}}}"#),
+                Some(json!(3)),
+            ),
+            (
+                format!(
+                    r#"{{"jsonrpc":"2.0","id":4,"method":"sampling/createMessage","params":"{big}"}}"#
+                ),
+                None,
+            ),
+            (
+                format!(r#"{{"jsonrpc":"2.0","method":"notifications/message","params":"{big}"}}"#),
+                None,
+            ),
+            (format!(r#"["id", 5, "{big}"]"#), None),
+        ];
+        for (text, id) in cases {
+            for piece in [1, 7, 4096, text.len()] {
+                let mut head = MessageHead::default();
+                for chunk in text.as_bytes().chunks(piece) {
+                    head.feed(chunk);
+                }
+                assert_eq!(head.bytes(), text.len());
+                let got = head
+                    .answered_id()
+                    .map(|id| serde_json::to_value(id).unwrap());
+                assert_eq!(got, id, "{}", &text[..80]);
+            }
+        }
+    }
+
+    #[test]
+    fn a_too_large_answer_says_its_size_and_the_limit() {
+        let text = too_large("big", 73_400_320, MAX_MESSAGE_BYTES);
+        assert!(
+            text.contains("server `big` is 70.0 MiB (73400320 bytes)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("more than the 64.0 MiB (67108864 bytes)"),
+            "{text}"
+        );
+        let error = refused_answer(text, rmcp::model::RequestId::Number(3));
+        let value = serde_json::to_value(&error).unwrap();
+        assert_eq!(value["id"], 3);
+        let data: ErrorData = serde_json::from_value(value["error"].clone()).unwrap();
+        assert!(is_refused_answer(&data));
+        assert!(!is_refused_answer(&ErrorData::internal_error("x", None)));
     }
 
     #[test]

@@ -84,6 +84,8 @@ impl OffloadStore {
         let cut_from = (text.len() > max_bytes).then(|| {
             let original = text.len();
             text.truncate(floor_char_boundary(&text, max_bytes));
+            // The cut text alone is kept, not the allocation of the whole answer.
+            text.shrink_to_fit();
             original
         });
         let output = Arc::new(StoredOutput::new(self.new_handle(), tool.to_string(), text));
@@ -227,7 +229,12 @@ impl OffloadStore {
                 other => kept.push(other),
             }
         }
-        let stored = self.put(session, tool, texts.join("\n"));
+        // One text part (the usual case) is stored as it is, without a copy.
+        let text = match texts.len() {
+            1 => texts.pop().unwrap_or_default(),
+            _ => texts.join("\n"),
+        };
+        let stored = self.put(session, tool, text);
         let (notice, structured) = notice::describe(&stored, self.config.preview_chars);
         tracing::info!(session, tool, handle = %stored.output.handle, bytes = text_bytes, "offloaded a large output");
         kept.insert(first_text.unwrap_or(0), ContentBlock::text(notice));

@@ -1,0 +1,141 @@
+"""A Streamable HTTP MCP server written by hand (a bare ASGI app under uvicorn), for the gateway's
+tests of bad answers: it answers `initialize`, `tools/list` and `tools/call` as a server should,
+except for the tools whose answer is bad on purpose. It listens at /mcp on a free port of
+127.0.0.1 and prints the port on stdout.
+
+    python bad_http_server.py [--port PORT]
+
+Tools:
+- `echo(text)`: the text back (a JSON body);
+- `initializations()`: how many `initialize` requests the server has answered, as text;
+- `http_500()`: HTTP 500 with a plain-text body;
+- `html_page()`: HTTP 200 with an HTML page;
+- `oversize_json(megabytes)`: a JSON answer of that many million bytes as one JSON body;
+- `large_event(megabytes)`: a JSON answer of that many million bytes as one SSE event.
+"""
+
+import asyncio
+import json
+import socket
+import sys
+
+import uvicorn
+
+STATE = {"initializations": 0}
+SESSION = "bad-http-session-1"
+
+TOOLS = [
+    {"name": name, "description": description, "inputSchema": {"type": "object", "properties": props}}
+    for name, description, props in [
+        ("echo", "Echoes the text back", {"text": {"type": "string"}}),
+        ("initializations", "How many initialize requests the server answered", {}),
+        ("http_500", "Answers with HTTP 500", {}),
+        ("html_page", "Answers with an HTML page", {}),
+        ("oversize_json", "Answers with a large JSON body", {"megabytes": {"type": "number"}}),
+        ("large_event", "Answers with a large SSE event", {"megabytes": {"type": "number"}}),
+    ]
+]
+
+
+def text_result(request_id, text):
+    return {"jsonrpc": "2.0", "id": request_id, "result": {"content": [{"type": "text", "text": text}]}}
+
+
+def filler(megabytes):
+    size = int(megabytes * 1_000_000)
+    line = "lorem ipsum dolor sit amet, consectetur adipiscing elit\n"
+    return (line * (size // len(line) + 1))[:size]
+
+
+async def read_body(receive):
+    body = b""
+    while True:
+        message = await receive()
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            return body
+
+
+async def respond(send, status, content_type, body, headers=()):
+    await send({
+        "type": "http.response.start",
+        "status": status,
+        "headers": [(b"content-type", content_type.encode()), (b"mcp-session-id", SESSION.encode())]
+        + [(k.encode(), v.encode()) for k, v in headers],
+    })
+    await send({"type": "http.response.body", "body": body})
+
+
+async def answer(send, message):
+    await respond(send, 200, "application/json", json.dumps(message).encode())
+
+
+async def app(scope, receive, send):
+    if scope["type"] != "http":
+        return
+    if scope["path"] != "/mcp":
+        await respond(send, 404, "text/plain", b"not found")
+        return
+    if scope["method"] == "GET":
+        await respond(send, 405, "text/plain", b"no server stream")
+        return
+    if scope["method"] == "DELETE":
+        await respond(send, 200, "text/plain", b"")
+        return
+    message = json.loads(await read_body(receive))
+    method = message.get("method")
+    request_id = message.get("id")
+    if request_id is None:
+        await respond(send, 202, "text/plain", b"")
+        return
+    if method == "initialize":
+        STATE["initializations"] += 1
+        await answer(send, {"jsonrpc": "2.0", "id": request_id, "result": {
+            "protocolVersion": message["params"]["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "bad-http-test-server", "version": "1.0.0"},
+        }})
+        return
+    if method == "tools/list":
+        await answer(send, {"jsonrpc": "2.0", "id": request_id, "result": {"tools": TOOLS}})
+        return
+    if method == "ping":
+        await answer(send, {"jsonrpc": "2.0", "id": request_id, "result": {}})
+        return
+    if method != "tools/call":
+        await answer(send, {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32601, "message": "no such method"}})
+        return
+    name = message["params"]["name"]
+    args = message["params"].get("arguments") or {}
+    if name == "echo":
+        await answer(send, text_result(request_id, args.get("text", "")))
+    elif name == "initializations":
+        await answer(send, text_result(request_id, str(STATE["initializations"])))
+    elif name == "http_500":
+        await respond(send, 500, "text/plain", b"Internal Server Error: the database is on fire")
+    elif name == "html_page":
+        await respond(send, 200, "text/html; charset=utf-8", b"<!doctype html><html><body><h1>Bad Gateway</h1></body></html>")
+    elif name == "oversize_json":
+        await answer(send, text_result(request_id, filler(args.get("megabytes", 20))))
+    elif name == "large_event":
+        data = json.dumps(text_result(request_id, filler(args.get("megabytes", 50))))
+        await respond(send, 200, "text/event-stream", f"event: message\ndata: {data}\n\n".encode())
+    else:
+        await answer(send, {"jsonrpc": "2.0", "id": request_id, "error": {"code": -32602, "message": f"unknown tool {name}"}})
+
+
+async def main():
+    port = int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 0
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # A server started again on the port of one that was killed.
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", port))
+    # Listening before the port is told: a client that connects at once queues in the backlog.
+    sock.listen(128)
+    print(sock.getsockname()[1], flush=True)
+    config = uvicorn.Config(app, log_level="warning")
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
