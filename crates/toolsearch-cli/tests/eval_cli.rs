@@ -220,3 +220,204 @@ fn bad_input_exits_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("line 1"), "{}", stderr(&out));
 }
+
+/// The same tool names as `TOOLS`, on no server, described otherwise: pooled with `TOOLS`,
+/// equal names must stay apart.
+const OTHER_TOOLS: &str = r#"[
+  {"name": "send_email", "description": "Send a newsletter email to every subscriber"},
+  {"name": "read_file", "description": "Read a spreadsheet file and return its rows"},
+  {"name": "translate", "description": "Translate text into another language"}
+]"#;
+
+const OTHER_QUERIES: &str = r#"{"id": "o1", "query": "translate this into French", "relevant": ["translate"]}
+{"id": "o2", "query": "mail the newsletter to subscribers", "relevant": ["send_email"]}
+"#;
+
+/// `TOOLS` with one request that fits and one that no tool fits.
+const REQUESTS: &str = r#"{"id": "fit-1", "query": "read the file notes.txt", "relevant": ["read_file"]}
+{"id": "fit-2", "query": "send an email to Bob", "relevant": ["send_email"]}
+{"id": "fit-3", "query": "open an issue about the crash", "relevant": ["create_issue"]}
+{"id": "unfit-1", "query": "play some jazz music", "relevant": []}
+"#;
+
+fn json_of(out: &Output) -> Value {
+    assert!(out.status.success(), "{}", stderr(out));
+    serde_json::from_slice(&out.stdout).expect("--json prints JSON")
+}
+
+fn ranker_names(rankers: &Value) -> Vec<&str> {
+    rankers
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["ranker"].as_str().unwrap())
+        .collect()
+}
+
+#[test]
+fn stress_self_asks_for_every_tool_by_its_first_sentence() {
+    let scratch = peers::scratch("eval-cli-self");
+    let dataset = write_dataset(&scratch, "tiny", TOOLS, QUERIES);
+    let dataset = dataset.to_str().unwrap();
+    let json = json_of(&toolsearch_in(
+        &scratch,
+        &["eval", "--dataset", dataset, "--stress", "self", "--json"],
+    ));
+    assert_eq!(json["stress"], "self");
+    let report = &json["datasets"][0];
+    assert_eq!(report["name"], "tiny");
+    // One query per tool, whatever queries.jsonl holds.
+    assert_eq!(report["tools"], 5);
+    assert_eq!(report["queries"], 5);
+    assert_eq!(ranker_names(&report["rankers"]), all_rankers());
+
+    let out = toolsearch_in(
+        &scratch,
+        &["eval", "--dataset", dataset, "--stress", "self"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("self-retrieval: tiny (5 tools, 5 queries)"),
+        "{table}"
+    );
+    assert!(
+        table.contains("nDCG@10") && table.contains("Complete@5"),
+        "{table}"
+    );
+}
+
+#[test]
+fn stress_pooled_scores_each_set_on_all_catalogs_in_one() {
+    let scratch = peers::scratch("eval-cli-pooled");
+    let a = write_dataset(&scratch, "alpha", TOOLS, QUERIES);
+    let b = write_dataset(&scratch, "beta", OTHER_TOOLS, OTHER_QUERIES);
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let args = ["eval", "--dataset", a, "--dataset", b, "--stress", "pooled"];
+    let json = json_of(&toolsearch_in(&scratch, &[&args[..], &["--json"]].concat()));
+    assert_eq!(json["stress"], "pooled");
+    assert_eq!(json["tools"], 8);
+    let sets = json["datasets"].as_array().unwrap();
+    let shape: Vec<(&str, u64, u64)> = sets
+        .iter()
+        .map(|d| {
+            (
+                d["name"].as_str().unwrap(),
+                d["tools"].as_u64().unwrap(),
+                d["queries"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(shape, vec![("alpha", 8, 3), ("beta", 8, 2)]);
+    for set in sets {
+        assert_eq!(ranker_names(&set["rankers"]), all_rankers());
+    }
+
+    let out = toolsearch_in(&scratch, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("pooled: 2 catalogs in one, 8 tools"),
+        "{table}"
+    );
+    assert!(
+        table.contains("pooled: beta (8 tools, 2 queries)"),
+        "{table}"
+    );
+    assert!(table.contains("mean over 2 datasets"), "{table}");
+
+    let out = toolsearch_in(&scratch, &["eval", "--dataset", a, "--stress", "pooled"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("at least two datasets"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn stress_everyday_reports_fitting_and_unfit_requests() {
+    let scratch = peers::scratch("eval-cli-everyday");
+    let dataset = write_dataset(&scratch, "tiny", TOOLS, REQUESTS);
+    let dataset = dataset.to_str().unwrap();
+    let args = ["eval", "--dataset", dataset, "--stress", "everyday"];
+    let json = json_of(&toolsearch_in(&scratch, &[&args[..], &["--json"]].concat()));
+    assert_eq!(json["stress"], "everyday");
+    let report = &json["datasets"][0];
+    assert_eq!(report["tools"], 5);
+    assert_eq!(report["fitting"], 3);
+    assert_eq!(report["unfit"], 1);
+    assert_eq!(ranker_names(&report["rankers"]), all_rankers());
+    for r in report["rankers"].as_array().unwrap() {
+        for share in ["top_1", "top_3"] {
+            let value = r[share].as_f64().unwrap();
+            assert!((0.0..=1.0).contains(&value), "{share} = {value} in {r}");
+        }
+        assert!(r["top_3"].as_f64() >= r["top_1"].as_f64(), "{r}");
+        for spread in ["fitting_top_score", "unfit_top_score"] {
+            let s = &r[spread];
+            assert!(s["min"].as_f64() <= s["median"].as_f64(), "{spread}: {s}");
+            assert!(s["median"].as_f64() <= s["max"].as_f64(), "{spread}: {s}");
+        }
+        let requests = r["requests"].as_array().unwrap();
+        assert_eq!(requests.len(), 4);
+        assert_eq!(requests[3]["id"], "unfit-1");
+        assert_eq!(requests[3]["fits"], false);
+        assert!(requests[3]["rank"].is_null());
+    }
+
+    let out = toolsearch_in(&scratch, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        table.contains("everyday: tiny (5 tools, 3 fitting and 1 unfit requests)"),
+        "{table}"
+    );
+    for column in [
+        "top-1",
+        "top-3",
+        "fitting top score",
+        "unfit top score",
+        "floor",
+    ] {
+        assert!(table.contains(column), "{column}: {table}");
+    }
+
+    // As a plain dataset, the request no tool fits is left out of the metrics, and said so.
+    let out = toolsearch_in(&scratch, &["eval", "--dataset", dataset, "--json"]);
+    let json = json_of(&out);
+    assert_eq!(json["datasets"][0]["queries"], 3);
+    assert!(
+        stderr(&out).contains("1 request(s) no tool fits"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn stress_everyday_reads_the_repository_set_by_default() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let json = json_of(&toolsearch_in(
+        &root,
+        &[
+            "eval",
+            "--stress",
+            "everyday",
+            "--ranker",
+            "toolsearch",
+            "--json",
+        ],
+    ));
+    let report = &json["datasets"][0];
+    assert_eq!(report["name"], "everyday");
+    assert!(report["fitting"].as_u64().unwrap() >= 40, "{report}");
+    assert!(report["unfit"].as_u64().unwrap() >= 10, "{report}");
+
+    // Elsewhere, it says where the set is and what to pass instead.
+    let scratch = peers::scratch("eval-cli-everyday-absent");
+    let out = toolsearch_in(&scratch, &["eval", "--stress", "everyday"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(err.contains("tests/data/everyday"), "{err}");
+    assert!(err.contains("--dataset"), "{err}");
+}

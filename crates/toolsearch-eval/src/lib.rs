@@ -5,12 +5,16 @@ pub mod dataset;
 pub mod metrics;
 pub mod rankers;
 pub mod run;
+pub mod stress;
 pub mod synthetic;
 
 pub use dataset::{Dataset, EvalQuery};
 pub use metrics::{Metrics, QueryMetrics};
-pub use rankers::{Ranker, RankerKind};
+pub use rankers::{Ranked, Ranker, RankerKind};
 pub use run::{evaluate, DatasetReport, RankerReport};
+pub use stress::{
+    evaluate_pooled, evaluate_requests, self_retrieval, PooledReport, RequestsReport, Spread,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum EvalError {

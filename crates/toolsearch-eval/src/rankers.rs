@@ -3,6 +3,7 @@
 
 use crate::EvalError;
 use regex::RegexBuilder;
+use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::Arc;
 use tantivy::collector::TopDocs;
@@ -13,10 +14,18 @@ use toolsearch_core::{
     Catalog, Embedder, SearchConfig, SearchEngine, SearchMode, SearchRequest, Tool,
 };
 
-/// Ranks tool names for a query, best first.
+/// Ranks the tools a ranker was built from for a query, best first.
 pub trait Ranker {
     fn name(&self) -> &'static str;
-    fn rank(&self, query: &str, depth: usize) -> Result<Vec<String>, EvalError>;
+    fn rank(&self, query: &str, depth: usize) -> Result<Vec<Ranked>, EvalError>;
+}
+
+/// One result: the tool's position in the list the ranker was built from (so tools of equal
+/// names stay apart), and its score on the ranker's own scale.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Ranked {
+    pub tool: usize,
+    pub score: f64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +118,20 @@ impl RankerKind {
 pub struct EngineRanker {
     engine: SearchEngine,
     mode: SearchMode,
+    /// Server, then name, to the tool's position: the engine answers with its own copies.
+    positions: HashMap<String, HashMap<String, usize>>,
+}
+
+fn positions(tools: &[Tool]) -> HashMap<String, HashMap<String, usize>> {
+    let mut positions: HashMap<String, HashMap<String, usize>> = HashMap::new();
+    for (i, tool) in tools.iter().enumerate() {
+        positions
+            .entry(tool.server.clone())
+            .or_default()
+            .entry(tool.name.clone())
+            .or_insert(i);
+    }
+    positions
 }
 
 impl EngineRanker {
@@ -117,6 +140,7 @@ impl EngineRanker {
         Ok(Self {
             engine: SearchEngine::from_catalog(catalog, config)?,
             mode: SearchMode::Keyword,
+            positions: positions(tools),
         })
     }
 
@@ -131,7 +155,11 @@ impl EngineRanker {
         let mut engine = SearchEngine::from_catalog(catalog, config)?;
         engine.set_embedder(Some(embedder));
         engine.embed_pending()?;
-        Ok(Self { engine, mode })
+        Ok(Self {
+            engine,
+            mode,
+            positions: positions(tools),
+        })
     }
 }
 
@@ -144,17 +172,28 @@ impl Ranker for EngineRanker {
         }
     }
 
-    fn rank(&self, query: &str, depth: usize) -> Result<Vec<String>, EvalError> {
+    fn rank(&self, query: &str, depth: usize) -> Result<Vec<Ranked>, EvalError> {
         let response = self
             .engine
             .search(&SearchRequest::new(query).mode(self.mode).limit(depth))?;
-        Ok(response.tools.iter().map(|h| h.tool.name.clone()).collect())
+        Ok(response
+            .tools
+            .iter()
+            .filter_map(|hit| {
+                let tool = *self.positions.get(&hit.tool.server)?.get(&hit.tool.name)?;
+                Some(Ranked {
+                    tool,
+                    score: f64::from(hit.score),
+                })
+            })
+            .collect())
     }
 }
 
 /// A query word found in the name scores 3, in the description 1; the exact name adds 100; results
 /// under half the best score are dropped; at most 8 are kept.
 pub struct OverlapRanker {
+    /// Name, lowercased name, lowercased description.
     tools: Vec<(String, String, String)>,
 }
 
@@ -180,13 +219,14 @@ impl Ranker for OverlapRanker {
         "overlap"
     }
 
-    fn rank(&self, query: &str, depth: usize) -> Result<Vec<String>, EvalError> {
+    fn rank(&self, query: &str, depth: usize) -> Result<Vec<Ranked>, EvalError> {
         let lowered = query.to_lowercase();
         let words: Vec<&str> = lowered.split_whitespace().collect();
-        let mut scored: Vec<(u32, &str)> = self
+        let mut scored: Vec<(u32, &str, usize)> = self
             .tools
             .iter()
-            .filter_map(|(name, lname, ldesc)| {
+            .enumerate()
+            .filter_map(|(i, (name, lname, ldesc))| {
                 let mut score: u32 = words
                     .iter()
                     .map(|w| 3 * u32::from(lname.contains(w)) + u32::from(ldesc.contains(w)))
@@ -194,16 +234,19 @@ impl Ranker for OverlapRanker {
                 if lowered.trim() == lname {
                     score += 100;
                 }
-                (score > 0).then_some((score, name.as_str()))
+                (score > 0).then_some((score, name.as_str(), i))
             })
             .collect();
         scored.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
         let best = scored.first().map_or(0, |s| s.0);
         Ok(scored
             .into_iter()
-            .filter(|(score, _)| 2 * score >= best)
+            .filter(|(score, _, _)| 2 * score >= best)
             .take(8.min(depth))
-            .map(|(_, name)| name.to_string())
+            .map(|(score, _, tool)| Ranked {
+                tool,
+                score: f64::from(score),
+            })
             .collect())
     }
 }
@@ -211,7 +254,7 @@ impl Ranker for OverlapRanker {
 pub struct Bm25PlainRanker {
     reader: IndexReader,
     parser: QueryParser,
-    name_field: tantivy::schema::Field,
+    position_field: tantivy::schema::Field,
 }
 
 impl Bm25PlainRanker {
@@ -219,14 +262,14 @@ impl Bm25PlainRanker {
         let fail = |e: tantivy::TantivyError| EvalError::Reference(e.to_string());
         let mut builder = Schema::builder();
         let text = builder.add_text_field("text", TEXT);
-        let name_field = builder.add_text_field("name", STORED);
+        let position_field = builder.add_u64_field("position", STORED);
         let index = Index::create_in_ram(builder.build());
         let mut writer: tantivy::IndexWriter =
             index.writer_with_num_threads(1, 50_000_000).map_err(fail)?;
-        for tool in tools {
+        for (position, tool) in tools.iter().enumerate() {
             let mut doc = TantivyDocument::new();
             doc.add_text(text, format!("{} {}", tool.name, tool.description));
-            doc.add_text(name_field, &tool.name);
+            doc.add_u64(position_field, position as u64);
             writer.add_document(doc).map_err(fail)?;
         }
         writer.commit().map_err(fail)?;
@@ -235,7 +278,7 @@ impl Bm25PlainRanker {
         Ok(Self {
             reader,
             parser,
-            name_field,
+            position_field,
         })
     }
 }
@@ -245,21 +288,24 @@ impl Ranker for Bm25PlainRanker {
         "bm25-plain"
     }
 
-    fn rank(&self, query: &str, depth: usize) -> Result<Vec<String>, EvalError> {
+    fn rank(&self, query: &str, depth: usize) -> Result<Vec<Ranked>, EvalError> {
         let fail = |e: tantivy::TantivyError| EvalError::Reference(e.to_string());
         let (parsed, _) = self.parser.parse_query_lenient(query);
         let searcher = self.reader.searcher();
         let top = searcher
             .search(&parsed, &TopDocs::with_limit(depth.max(1)).order_by_score())
             .map_err(fail)?;
-        let mut names = Vec::with_capacity(top.len());
-        for (_, address) in top {
+        let mut ranked = Vec::with_capacity(top.len());
+        for (score, address) in top {
             let doc: TantivyDocument = searcher.doc(address).map_err(fail)?;
-            if let Some(name) = doc.get_first(self.name_field).and_then(|v| v.as_str()) {
-                names.push(name.to_string());
+            if let Some(position) = doc.get_first(self.position_field).and_then(|v| v.as_u64()) {
+                ranked.push(Ranked {
+                    tool: position as usize,
+                    score: f64::from(score),
+                });
             }
         }
-        Ok(names)
+        Ok(ranked)
     }
 }
 
@@ -285,7 +331,7 @@ impl Ranker for RegexRanker {
         "regex"
     }
 
-    fn rank(&self, query: &str, depth: usize) -> Result<Vec<String>, EvalError> {
+    fn rank(&self, query: &str, depth: usize) -> Result<Vec<Ranked>, EvalError> {
         let regex = RegexBuilder::new(query)
             .case_insensitive(true)
             .build()
@@ -295,20 +341,24 @@ impl Ranker for RegexRanker {
                     .build()
             })
             .map_err(|e| EvalError::Reference(e.to_string()))?;
-        let mut scored: Vec<(u8, &str)> = self
+        let mut scored: Vec<(u8, &str, usize)> = self
             .tools
             .iter()
-            .filter_map(|(name, description)| {
+            .enumerate()
+            .filter_map(|(i, (name, description))| {
                 let score =
                     2 * u8::from(regex.is_match(name)) + u8::from(regex.is_match(description));
-                (score > 0).then_some((score, name.as_str()))
+                (score > 0).then_some((score, name.as_str(), i))
             })
             .collect();
         scored.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
         Ok(scored
             .into_iter()
             .take(depth)
-            .map(|(_, n)| n.to_string())
+            .map(|(score, _, tool)| Ranked {
+                tool,
+                score: f64::from(score),
+            })
             .collect())
     }
 }

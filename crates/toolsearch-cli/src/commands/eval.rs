@@ -1,16 +1,43 @@
 use crate::commands::model::{load_for_search, ModelArgs};
 use crate::BadInput;
 use anyhow::Result;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use toolsearch_core::{Embedder, SearchConfig};
 use toolsearch_embed::{CachedEmbedder, VectorCache};
-use toolsearch_eval::{evaluate, Dataset, DatasetReport, RankerKind};
+use toolsearch_eval::{
+    evaluate, evaluate_pooled, evaluate_requests, self_retrieval, Dataset, DatasetReport,
+    RankerKind, RequestsReport, Spread,
+};
 
 /// Where the evaluation data lives relative to the project root.
 const DEFAULT_DATASETS: &str = "../shared/eval/datasets";
+/// The everyday requests kept in the repository, relative to the project root.
+const EVERYDAY_DATASET: &str = "tests/data/everyday";
+
+/// The stress checks `--stress` runs instead of the datasets' own queries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Stress {
+    /// Each tool's first description sentence as the query, that tool as the answer.
+    #[value(name = "self")]
+    SelfRetrieval,
+    /// Every dataset's catalog pooled into one (a server per dataset), each set's queries on it.
+    Pooled,
+    /// Plain requests over everyday servers (tests/data/everyday), some that no tool fits.
+    Everyday,
+}
+
+impl Stress {
+    fn name(self) -> &'static str {
+        match self {
+            Stress::SelfRetrieval => "self",
+            Stress::Pooled => "pooled",
+            Stress::Everyday => "everyday",
+        }
+    }
+}
 
 #[derive(Args)]
 pub struct EvalArgs {
@@ -29,6 +56,11 @@ pub struct EvalArgs {
     /// for ablations).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     settings: Vec<String>,
+    /// Run a stress check instead of the datasets' queries: `self` (each tool found by its first
+    /// description sentence), `pooled` (every dataset's queries over all catalogs in one) or
+    /// `everyday` (plain requests over tests/data/everyday, some that no tool fits).
+    #[arg(long, value_name = "CHECK")]
+    stress: Option<Stress>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -78,7 +110,19 @@ pub fn run(args: EvalArgs) -> Result<()> {
         }
         rankers.retain(|r| !r.needs_model());
     }
-    let dirs = if args.dataset.is_empty() {
+    let dirs = if !args.dataset.is_empty() {
+        args.dataset.clone()
+    } else if args.stress == Some(Stress::Everyday) {
+        let dir = Path::new(EVERYDAY_DATASET);
+        if !dir.join("tools.json").is_file() {
+            return Err(BadInput(format!(
+                "no everyday requests at {EVERYDAY_DATASET} (run from the project root); \
+                 pass --dataset DIR with a folder holding tools.json and queries.jsonl"
+            ))
+            .into());
+        }
+        vec![dir.to_path_buf()]
+    } else {
         let root = Path::new(DEFAULT_DATASETS);
         if !root.is_dir() {
             return Err(BadInput(format!(
@@ -88,10 +132,8 @@ pub fn run(args: EvalArgs) -> Result<()> {
             .into());
         }
         Dataset::discover(root)?
-    } else {
-        args.dataset
     };
-    let mut reports = Vec::new();
+    let mut datasets = Vec::with_capacity(dirs.len());
     for dir in &dirs {
         let dataset = Dataset::load(dir).map_err(|e| BadInput(e.to_string()))?;
         if dataset.skipped_unnamed > 0 {
@@ -100,33 +142,162 @@ pub fn run(args: EvalArgs) -> Result<()> {
                 dataset.name, dataset.skipped_unnamed
             );
         }
-        let report = evaluate(
-            &dataset,
-            &rankers,
-            args.with_instruction,
-            &config,
-            embedder.as_ref(),
-        )?;
-        if let Some(cached) = &cached {
-            // Saved after each dataset, so an interrupted run keeps what it embedded.
+        datasets.push(dataset);
+    }
+    let run = Run {
+        rankers: &rankers,
+        with_instruction: args.with_instruction,
+        config: &config,
+        embedder: embedder.as_ref(),
+        cached: cached.as_deref(),
+        json: args.json,
+    };
+    match args.stress {
+        None => run.queries(datasets, None),
+        Some(Stress::SelfRetrieval) => {
+            let generated = datasets
+                .iter()
+                .map(|dataset| {
+                    let (set, skipped) = self_retrieval(dataset);
+                    if skipped > 0 {
+                        eprintln!(
+                            "{}: left out {skipped} tool(s) without a description",
+                            dataset.name
+                        );
+                    }
+                    set
+                })
+                .collect();
+            run.queries(generated, Some(Stress::SelfRetrieval))
+        }
+        Some(Stress::Pooled) => run.pooled(&datasets),
+        Some(Stress::Everyday) => run.requests(&datasets),
+    }
+}
+
+/// What every kind of run shares.
+struct Run<'a> {
+    rankers: &'a [RankerKind],
+    with_instruction: bool,
+    config: &'a SearchConfig,
+    embedder: Option<&'a Arc<dyn Embedder>>,
+    cached: Option<&'a CachedEmbedder>,
+    json: bool,
+}
+
+impl Run<'_> {
+    /// Saved after each dataset, so an interrupted run keeps what it embedded.
+    fn save_vectors(&self) {
+        if let Some(cached) = self.cached {
             if let Err(error) = cached.save() {
                 eprintln!("warning: the evaluation's vector cache was not saved: {error}");
             }
         }
-        if !args.json {
-            print_table(&report);
+    }
+
+    /// Each dataset's queries (its own, or the self-retrieval ones) over its own catalog.
+    fn queries(&self, datasets: Vec<Dataset>, stress: Option<Stress>) -> Result<()> {
+        let mut reports = Vec::new();
+        for dataset in datasets {
+            let unfit = dataset
+                .queries
+                .iter()
+                .filter(|q| q.relevant.is_empty())
+                .count();
+            if unfit > 0 {
+                eprintln!(
+                    "{}: left out {unfit} request(s) no tool fits (`--stress everyday` reports them)",
+                    dataset.name
+                );
+            }
+            let report = evaluate(
+                &dataset,
+                self.rankers,
+                self.with_instruction,
+                self.config,
+                self.embedder,
+            )?;
+            self.save_vectors();
+            if !self.json {
+                if stress.is_some() {
+                    print!("self-retrieval: ");
+                }
+                print_table(&report);
+            }
+            reports.push(report);
         }
-        reports.push(report);
+        if self.json {
+            let mut out = json!({ "datasets": reports });
+            if let Some(stress) = stress {
+                out["stress"] = json!(stress.name());
+            }
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        } else if reports.len() > 1 {
+            print_average(&reports);
+        }
+        Ok(())
     }
-    if args.json {
+
+    /// Every dataset's queries over the pool of all the datasets' catalogs.
+    fn pooled(&self, datasets: &[Dataset]) -> Result<()> {
+        if datasets.len() < 2 {
+            return Err(BadInput(
+                "--stress pooled needs at least two datasets to pool; pass --dataset more than once"
+                    .into(),
+            )
+            .into());
+        }
+        let report = evaluate_pooled(
+            datasets,
+            self.rankers,
+            self.with_instruction,
+            self.config,
+            self.embedder,
+        )?;
+        self.save_vectors();
+        if self.json {
+            let out =
+                json!({ "stress": "pooled", "tools": report.tools, "datasets": report.datasets });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            return Ok(());
+        }
         println!(
-            "{}",
-            serde_json::to_string_pretty(&json!({ "datasets": reports }))?
+            "pooled: {} catalogs in one, {} tools",
+            datasets.len(),
+            report.tools
         );
-    } else if reports.len() > 1 {
-        print_average(&reports);
+        println!();
+        for dataset in &report.datasets {
+            print!("pooled: ");
+            print_table(dataset);
+        }
+        print_average(&report.datasets);
+        Ok(())
     }
-    Ok(())
+
+    /// Plain requests, fitting and unfit: top-1, top-3 and the first result's scores.
+    fn requests(&self, datasets: &[Dataset]) -> Result<()> {
+        let mut reports = Vec::new();
+        for dataset in datasets {
+            let report = evaluate_requests(
+                dataset,
+                self.rankers,
+                self.with_instruction,
+                self.config,
+                self.embedder,
+            )?;
+            self.save_vectors();
+            if !self.json {
+                print_requests(&report);
+            }
+            reports.push(report);
+        }
+        if self.json {
+            let out = json!({ "stress": "everyday", "datasets": reports });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+        }
+        Ok(())
+    }
 }
 
 /// The model behind a vector cache of its own (tools and queries of the evaluation sets, kept
@@ -180,17 +351,69 @@ fn percent(fraction: f64) -> f64 {
 }
 
 fn print_average(reports: &[DatasetReport]) {
-    println!("mean nDCG@10 over {} datasets", reports.len());
+    println!("mean over {} datasets", reports.len());
+    println!("  {:<12} {:>8} {:>11}", "ranker", "nDCG@10", "Complete@5");
     let Some(first) = reports.first() else {
         return;
     };
     for (i, r) in first.rankers.iter().enumerate() {
-        let mean: f64 = reports
-            .iter()
-            .filter_map(|d| d.rankers.get(i))
-            .map(|x| x.ndcg_at_10)
-            .sum::<f64>()
-            / reports.len() as f64;
-        println!("  {:<12} {:>8.1}", r.ranker, percent(mean));
+        let mean = |metric: fn(&toolsearch_eval::RankerReport) -> f64| {
+            reports
+                .iter()
+                .filter_map(|d| d.rankers.get(i))
+                .map(metric)
+                .sum::<f64>()
+                / reports.len() as f64
+        };
+        println!(
+            "  {:<12} {:>8.1} {:>11.1}",
+            r.ranker,
+            percent(mean(|x| x.ndcg_at_10)),
+            percent(mean(|x| x.complete_at_5))
+        );
     }
+}
+
+fn print_requests(report: &RequestsReport) {
+    println!(
+        "everyday: {} ({} tools, {} fitting and {} unfit requests)",
+        report.name, report.tools, report.fitting, report.unfit
+    );
+    println!(
+        "  {:<12} {:>6} {:>6} {:>22} {:>22} {:>9} {:>8} {:>9}",
+        "ranker",
+        "top-1",
+        "top-3",
+        "fitting top score",
+        "unfit top score",
+        "unfit",
+        "floor",
+        "unfit"
+    );
+    println!(
+        "  {:<12} {:>6} {:>6} {:>22} {:>22} {:>9} {:>8} {:>9}",
+        "", "%", "%", "min / median / max", "min / median / max", "no result", "", "≥ floor"
+    );
+    for r in &report.rankers {
+        println!(
+            "  {:<12} {:>6.1} {:>6.1} {:>22} {:>22} {:>9} {:>8.3} {:>9}",
+            r.ranker,
+            percent(r.top_1),
+            percent(r.top_3),
+            spread(&r.fitting_top_score),
+            spread(&r.unfit_top_score),
+            format!("{} of {}", r.unfit_nothing_returned, report.unfit),
+            r.lowest_right_top_score,
+            format!("{} of {}", r.unfit_at_or_above_floor, report.unfit),
+        );
+    }
+    println!(
+        "  (floor: the lowest top score of a request answered right first; scores are each \
+         ranker's own scale)"
+    );
+    println!();
+}
+
+fn spread(s: &Spread) -> String {
+    format!("{:.3} / {:.3} / {:.3}", s.min, s.median, s.max)
 }
