@@ -49,13 +49,15 @@ pub fn routes(gateway: Arc<Gateway>, tokens: Arc<ApiTokens>) -> Router {
         .merge(guarded)
 }
 
-async fn metrics(State(gateway): State<Arc<Gateway>>, _grant: Grant) -> Response {
+/// `/metrics`: everything to a token that sees every tool (the operator's), only the series of
+/// the servers in its scope to a scoped one.
+async fn metrics(State(gateway): State<Arc<Gateway>>, grant: Grant) -> Response {
     (
         [(
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        gateway.render_metrics(),
+        gateway.render_metrics(grant.scope()),
     )
         .into_response()
 }
@@ -86,11 +88,21 @@ struct Overview {
 async fn overview(State(gateway): State<Arc<Gateway>>, grant: Grant) -> Json<Overview> {
     let scope = grant.scope().clone();
     let tools = in_scope(&gateway, &scope).len();
+    // A scoped token counts only the servers it reaches.
+    let servers = {
+        let engine = gateway.engine().read().unwrap_or_else(|e| e.into_inner());
+        gateway
+            .upstreams()
+            .servers()
+            .iter()
+            .filter(|server| crate::relay::scope_reaches_server(&scope, &engine, server))
+            .count()
+    };
     Json(Overview {
         version: env!("CARGO_PKG_VERSION"),
         preset: gateway.preset().as_str(),
         tools,
-        servers: gateway.upstreams().servers().len(),
+        servers,
         semantic: serde_json::to_value(gateway.semantic().status()).unwrap_or(Value::Null),
         full_scope: scope.is_all(),
     })

@@ -316,8 +316,9 @@ impl Gateway {
         &self.observer
     }
 
-    /// The `/metrics` page: the counters, with the gauges of state read now.
-    pub fn render_metrics(&self) -> String {
+    /// The `/metrics` page: the counters, with the gauges of state read now; for a scoped
+    /// caller, only the series of servers its scope reaches.
+    pub fn render_metrics(&self, scope: &Scope) -> String {
         let metrics = self.observer.metrics();
         for (server, state) in self.upstreams.states() {
             metrics.upstream(
@@ -332,7 +333,11 @@ impl Gateway {
             let (outputs, bytes) = store.totals();
             metrics.offloaded(outputs, bytes);
         }
-        metrics.render()
+        if scope.is_all() {
+            return metrics.render();
+        }
+        let engine = self.read_engine();
+        metrics.render_servers(|server| crate::relay::scope_reaches_server(scope, &engine, server))
     }
 
     /// Where search by meaning stands (model, vectors ready).
@@ -509,7 +514,8 @@ impl Gateway {
         Ok(())
     }
 
-    /// Remembers how to reach a session, for list_changed.
+    /// Remembers how to reach a session, for list_changed, and tells the relay which upstreams
+    /// its scope reaches (their logs and requests go to no other session).
     pub fn attach_peer(&self, session: &str, peer: &Peer<RoleServer>) {
         {
             let mut sessions = self.lock_sessions();
@@ -520,7 +526,17 @@ impl Gateway {
             entry.attached = true;
             entry.peer.get_or_insert_with(|| peer.clone());
         }
-        self.upstreams.relay().attach(session, peer);
+        let scope = self.session_scope(session);
+        let engine = self.engine.clone();
+        let reach: crate::relay::Reach = Arc::new(move |server: &str| {
+            scope.is_all()
+                || crate::relay::scope_reaches_server(
+                    &scope,
+                    &engine.read().unwrap_or_else(|e| e.into_inner()),
+                    server,
+                )
+        });
+        self.upstreams.relay().attach(session, peer, reach);
     }
 
     /// Remembers how to send a session notifications, from its `initialize`: a replica that
@@ -645,11 +661,16 @@ impl Gateway {
             prompt: prompt.clone(),
             message,
         };
-        let _in_flight = self
+        let in_flight = self
             .upstreams
             .relay()
             .begin_call(&server, &CallOrigin::new(session, None));
-        match tokio::time::timeout(self.upstreams.call_timeout(), peer.get_prompt(params)).await {
+        let outcome =
+            tokio::time::timeout(self.upstreams.call_timeout(), peer.get_prompt(params)).await;
+        if upstream_answered(&outcome) {
+            in_flight.answered();
+        }
+        match outcome {
             Ok(Ok(mut result)) => {
                 resources::rewrite_prompt_result(&mut result, &server);
                 Ok(result)
@@ -826,12 +847,16 @@ impl Gateway {
             action: "read",
             message,
         };
-        let _in_flight = self
+        let in_flight = self
             .upstreams
             .relay()
             .begin_call(&server, &CallOrigin::new(session, None));
         let read = peer.read_resource(ReadResourceRequestParams::new(original.as_str()));
-        match tokio::time::timeout(self.upstreams.call_timeout(), read).await {
+        let outcome = tokio::time::timeout(self.upstreams.call_timeout(), read).await;
+        if upstream_answered(&outcome) {
+            in_flight.answered();
+        }
+        match outcome {
             Ok(Ok(mut result)) => {
                 resources::rewrite_read_result(&mut result, &server);
                 Ok(result)
@@ -1660,4 +1685,18 @@ fn json_result(value: Value, is_error: bool) -> CallToolResult {
 /// A gateway error as a tool result the model can read.
 fn error_text(error: &GatewayError) -> CallToolResult {
     json_result(serde_json::json!({ "error": error.to_string() }), true)
+}
+
+/// Whether an upstream request ended with the upstream's answer (a result or an MCP error), so
+/// that nothing more of it can arrive; not on a timeout or a broken connection.
+fn upstream_answered<T>(
+    outcome: &std::result::Result<
+        std::result::Result<T, rmcp::ServiceError>,
+        tokio::time::error::Elapsed,
+    >,
+) -> bool {
+    matches!(
+        outcome,
+        Ok(Ok(_)) | Ok(Err(rmcp::ServiceError::McpError(_)))
+    )
 }

@@ -338,8 +338,30 @@ impl Metrics {
 
     /// The page `/metrics` serves.
     pub fn render(&self) -> String {
+        self.render_servers(|_| true)
+    }
+
+    /// The page `/metrics` serves to a caller that may hear only of the servers `shown` accepts:
+    /// a series labelled with another server is left out (its name, tools, calls and errors).
+    pub fn render_servers(&self, shown: impl Fn(&str) -> bool) -> String {
+        let mut families = self.registry.gather();
+        for family in &mut families {
+            let kept: Vec<_> = family
+                .take_metric()
+                .into_iter()
+                .filter(|metric| {
+                    metric
+                        .get_label()
+                        .iter()
+                        .all(|label| label.name() != "server" || shown(label.value()))
+                })
+                .collect();
+            family.set_metric(kept);
+        }
+        // A family with no series left would still name itself; drop it.
+        families.retain(|family| !family.get_metric().is_empty());
         let mut buffer = Vec::new();
-        if let Err(e) = TextEncoder::new().encode(&self.registry.gather(), &mut buffer) {
+        if let Err(e) = TextEncoder::new().encode(&families, &mut buffer) {
             tracing::error!(error = %e, "cannot encode the metrics");
         }
         String::from_utf8(buffer).unwrap_or_default()
@@ -373,5 +395,30 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} in:\n{text}");
         }
+    }
+
+    #[test]
+    fn a_caller_limited_to_some_servers_sees_only_their_series() {
+        let metrics = Metrics::new();
+        metrics.call("time", 0.01, false);
+        metrics.call("secret", 0.01, true);
+        metrics.upstream("time", "ready", 2);
+        metrics.upstream("secret", "ready", 5);
+        metrics.restarted("secret");
+        metrics.sessions(3);
+        let text = metrics.render_servers(|server| server == "time");
+        assert!(!text.contains("secret"), "{text}");
+        assert!(
+            text.contains("toolsearch_calls_total{server=\"time\"} 1"),
+            "{text}"
+        );
+        assert!(text.contains("toolsearch_sessions_open 3"), "{text}");
+        assert!(
+            text.contains("toolsearch_upstream_restarts_total{server=\"time\"} 0"),
+            "{text}"
+        );
+        // A family left without series is not written at all (call errors: only `secret`).
+        assert!(!text.contains("toolsearch_call_errors_total"), "{text}");
+        assert!(metrics.render().contains("secret"));
     }
 }

@@ -4,12 +4,19 @@
 //!
 //! Every upstream connection is shared by all sessions, so the relay keeps the calls in flight on
 //! each upstream and the session each came from; an upstream asks on behalf of the call it is
-//! running. MCP does not say which call a request to the client serves, so `sampling/createMessage`
-//! and `elicitation/create`, which show a person what one session's work is about, go only to the
-//! one session with calls in flight on that upstream, and are refused when several have (never
-//! shown to the wrong person). `roots/list` goes to the session of the most recent call in flight,
-//! or with none, to the most recent session whose client offers roots (an empty list before any
-//! has connected). Progress is matched exactly, by the token the gateway gave the upstream.
+//! running. Nothing from an upstream reaches a session whose scope does not reach that upstream
+//! (each session's reach is given at [`Relay::attach`]).
+//!
+//! MCP does not say which call a request to the client serves, so `sampling/createMessage` and
+//! `elicitation/create`, which show a person what one session's work is about, go only to the one
+//! session with calls in flight on that upstream, and are refused when the request may belong to
+//! another call: when several sessions have calls in flight there, or when a call of another
+//! session ended without its answer (timed out, cancelled, its session gone) less than
+//! [`ENDED_CALL_GRACE`] ago, since the upstream may still be working on it. `roots/list` goes to
+//! the session of the most recent call in flight, or with none, to the most recent session whose
+//! client offers roots (an empty list before any has connected). Log messages go, while calls are
+//! in flight on the upstream, only to the calling sessions; otherwise to every session that set a
+//! level. Progress is matched exactly, by the token the gateway gave the upstream.
 // Sampling, roots and logging are deprecated in rmcp for the 2026 protocol, but every client that
 // speaks 2025-11-25 (all of today's) still uses them.
 #![allow(deprecated)]
@@ -17,6 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 use rmcp::model::{
     CancelledNotificationParam, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
@@ -26,6 +34,7 @@ use rmcp::model::{
 };
 use rmcp::service::{PeerRequestOptions, RequestContext, RoleClient};
 use rmcp::{ErrorData, Peer, RoleServer};
+use toolsearch_core::{NamePattern, Scope, SearchEngine};
 
 use crate::resources;
 
@@ -54,19 +63,54 @@ struct InFlight {
     client_token: Option<ProgressToken>,
     /// The token rmcp put on the request to the upstream.
     upstream_token: Option<ProgressToken>,
+    /// The upstream answered it: once it ends, nothing more of it can arrive.
+    answered: bool,
 }
+
+/// How long a call that ended without its answer still counts as one the upstream may be working
+/// on: a server is told to stop, but nothing says when it has.
+pub const ENDED_CALL_GRACE: Duration = Duration::from_secs(60);
+
+/// Ended calls remembered at most (the oldest are forgotten first).
+const MAX_ENDED_CALLS: usize = 4096;
+
+/// A call that ended without the upstream's answer.
+struct EndedCall {
+    server: String,
+    session: String,
+    until: Instant,
+}
+
+/// Whether a session's scope reaches an upstream (by server name): what the upstream logs or
+/// asks goes to a session only when it does.
+pub type Reach = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
 struct SessionLink {
     peer: Peer<RoleServer>,
     /// The level the client asked for with `logging/setLevel`; no log messages until it does.
     log_level: Option<LoggingLevel>,
     attached: u64,
+    reach: Reach,
+}
+
+/// A session that may be sent something, taken out of the lock to ask its reach.
+struct Candidate {
+    session: String,
+    peer: Peer<RoleServer>,
+    reach: Reach,
+}
+
+impl Candidate {
+    fn reaches(&self, server: &str) -> bool {
+        (self.reach)(server)
+    }
 }
 
 #[derive(Default)]
 struct RelayState {
     sessions: HashMap<String, SessionLink>,
     calls: Vec<InFlight>,
+    ended: Vec<EndedCall>,
     /// (server, the upstream's URI) → the sessions subscribed to it.
     subscriptions: BTreeMap<(String, String), BTreeSet<String>>,
 }
@@ -89,12 +133,15 @@ impl std::fmt::Debug for Relay {
         f.debug_struct("Relay")
             .field("sessions", &state.sessions.len())
             .field("calls", &state.calls.len())
+            .field("ended_calls", &state.ended.len())
             .field("subscriptions", &state.subscriptions.len())
             .finish()
     }
 }
 
-/// A call registered as in flight until this is dropped.
+/// A call registered as in flight until this is dropped. Dropped before
+/// [`answered`](Self::answered), it counts as a call the upstream may still be working on for
+/// [`ENDED_CALL_GRACE`].
 pub struct InFlightGuard {
     relay: Arc<Relay>,
     id: u64,
@@ -108,11 +155,35 @@ impl InFlightGuard {
             call.upstream_token = Some(token);
         }
     }
+
+    /// The upstream answered the call (a result or an error): nothing more of it will come.
+    pub fn answered(&self) {
+        let mut state = self.relay.lock();
+        if let Some(call) = state.calls.iter_mut().find(|c| c.id == self.id) {
+            call.answered = true;
+        }
+    }
 }
 
 impl Drop for InFlightGuard {
     fn drop(&mut self) {
-        self.relay.lock().calls.retain(|c| c.id != self.id);
+        let mut state = self.relay.lock();
+        let Some(at) = state.calls.iter().position(|c| c.id == self.id) else {
+            return;
+        };
+        let call = state.calls.remove(at);
+        if !call.answered {
+            let now = Instant::now();
+            state.ended.retain(|e| e.until > now);
+            if state.ended.len() >= MAX_ENDED_CALLS {
+                state.ended.remove(0);
+            }
+            state.ended.push(EndedCall {
+                server: call.server,
+                session: call.session,
+                until: now + ENDED_CALL_GRACE,
+            });
+        }
     }
 }
 
@@ -141,8 +212,9 @@ impl Relay {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Remembers how to reach a session (its first request after initialize does this).
-    pub fn attach(&self, session: &str, peer: &Peer<RoleServer>) {
+    /// Remembers how to reach a session (its first request after initialize does this), and
+    /// which upstreams its scope reaches.
+    pub fn attach(&self, session: &str, peer: &Peer<RoleServer>, reach: Reach) {
         let order = self.next.fetch_add(1, Ordering::Relaxed);
         let mut state = self.lock();
         state
@@ -152,7 +224,17 @@ impl Relay {
                 peer: peer.clone(),
                 log_level: None,
                 attached: order,
+                reach,
             });
+    }
+
+    fn candidate(state: &RelayState, session: &str) -> Option<Candidate> {
+        let link = state.sessions.get(session)?;
+        Some(Candidate {
+            session: session.to_string(),
+            peer: link.peer.clone(),
+            reach: link.reach.clone(),
+        })
     }
 
     /// Forgets a session; returns the upstream subscriptions nobody holds any more, for the
@@ -182,6 +264,7 @@ impl Relay {
             session: origin.session.clone(),
             client_token: origin.progress_token.clone(),
             upstream_token: None,
+            answered: false,
         });
         InFlightGuard {
             relay: self.clone(),
@@ -189,80 +272,97 @@ impl Relay {
         }
     }
 
-    /// The session whose call is in flight on `server`, when exactly one session has calls in
-    /// flight there: what an upstream asks of a person (sampling, elicitation) goes to nobody else.
-    /// `Err` with the number of sessions when several have.
-    fn sole_caller(&self, server: &str) -> Result<Option<(String, Peer<RoleServer>)>, usize> {
-        let state = self.lock();
-        let sessions: BTreeSet<&str> = state
-            .calls
-            .iter()
-            .filter(|c| c.server == server && state.sessions.contains_key(&c.session))
-            .map(|c| c.session.as_str())
-            .collect();
-        match sessions.len() {
-            0 => Ok(None),
-            1 => {
-                let session = sessions.into_iter().next().unwrap_or_default();
-                Ok(state
-                    .sessions
-                    .get(session)
-                    .map(|link| (session.to_string(), link.peer.clone())))
+    /// The one session an upstream's request to the client can go to, or why none can: the
+    /// request may belong to any call in flight on `server`, or to one that ended without its
+    /// answer not long ago, so it goes to a session only when every such call is that session's,
+    /// one of them is still in flight, and its scope reaches the server.
+    fn asked_session(&self, server: &str, method: &str) -> Result<Candidate, ErrorData> {
+        let (live, ended, candidate) = {
+            let mut state = self.lock();
+            let now = Instant::now();
+            state.ended.retain(|e| e.until > now);
+            let live: BTreeSet<&str> = state
+                .calls
+                .iter()
+                .filter(|c| c.server == server)
+                .map(|c| c.session.as_str())
+                .collect();
+            let ended: BTreeSet<&str> = state
+                .ended
+                .iter()
+                .filter(|e| e.server == server && !live.contains(e.session.as_str()))
+                .map(|e| e.session.as_str())
+                .collect();
+            let candidate = match (live.len(), ended.len()) {
+                (1, 0) => live
+                    .first()
+                    .and_then(|session| Self::candidate(&state, session)),
+                _ => None,
+            };
+            (live.len(), ended.len(), candidate)
+        };
+        match (live, ended) {
+            (0, 0) => return Err(no_caller(server, method)),
+            (0, _) => {
+                tracing::warn!(server, method, "refused: the call it may serve has ended");
+                return Err(ErrorData::new(
+                    ErrorCode::INVALID_REQUEST,
+                    format!("{method}: the client call this request may serve has already ended (timed out, cancelled, or its session closed), so no client is asked; answer within the call's time"),
+                    None,
+                ));
             }
-            several => Err(several),
-        }
-    }
-
-    /// The one session an upstream's request to the client can go to, or why none can.
-    fn asked_session(
-        &self,
-        server: &str,
-        method: &str,
-    ) -> Result<(String, Peer<RoleServer>), ErrorData> {
-        match self.sole_caller(server) {
-            Ok(Some(caller)) => Ok(caller),
-            Ok(None) => Err(no_caller(server, method)),
-            Err(sessions) => {
+            (1, 0) => {}
+            (sessions, 0) => {
                 tracing::warn!(server, method, sessions, "refused: several sessions have calls in flight on this server, and MCP does not say which one the request is for");
-                Err(ErrorData::internal_error(
+                return Err(ErrorData::internal_error(
                     format!("{method}: {sessions} client sessions have calls in flight on this server through the gateway, and the request does not say which call it serves; it was not shown to any of them. Retry when the other calls have finished"),
                     None,
-                ))
+                ));
+            }
+            (_, ended) => {
+                tracing::warn!(server, method, ended, "refused: a call of another session ended without its answer, and the request may be that call's");
+                return Err(ErrorData::internal_error(
+                    format!("{method}: a call of another client session on this server ended without its answer (timed out, cancelled, or its session closed) less than {} s ago, and the request does not say which call it serves, so it may be that one's; it was not shown to any client. Retry once the server has stopped the ended call's work", ENDED_CALL_GRACE.as_secs()),
+                    None,
+                ));
             }
         }
-    }
-
-    /// The session of the most recent call in flight on `server` whose session is reachable.
-    fn caller_of(&self, server: &str) -> Option<(String, Peer<RoleServer>)> {
-        let state = self.lock();
-        state
-            .calls
-            .iter()
-            .rev()
-            .filter(|c| c.server == server)
-            .find_map(|c| {
-                let link = state.sessions.get(&c.session)?;
-                Some((c.session.clone(), link.peer.clone()))
-            })
-    }
-
-    /// The session to ask for roots: the caller, else the most recent session whose client
-    /// offers roots.
-    fn roots_holder(&self, server: &str) -> Option<(String, Peer<RoleServer>)> {
-        if let Some(caller) = self.caller_of(server) {
-            return Some(caller);
+        match candidate {
+            Some(candidate) if candidate.reaches(server) => Ok(candidate),
+            // The session closed, or its scope does not reach this server.
+            _ => Err(no_caller(server, method)),
         }
-        let state = self.lock();
-        state
-            .sessions
-            .iter()
-            .filter(|(_, link)| {
-                link.peer
-                    .peer_info()
-                    .is_some_and(|info| info.capabilities.roots.is_some())
-            })
-            .max_by_key(|(_, link)| link.attached)
-            .map(|(id, link)| (id.clone(), link.peer.clone()))
+    }
+
+    /// The session to ask for roots: the one of the most recent call in flight on `server` whose
+    /// scope reaches it, else the most recent session offering roots whose scope does.
+    fn roots_holder(&self, server: &str) -> Option<Candidate> {
+        let (callers, offering) = {
+            let state = self.lock();
+            let callers: Vec<Candidate> = state
+                .calls
+                .iter()
+                .rev()
+                .filter(|c| c.server == server)
+                .filter_map(|c| Self::candidate(&state, &c.session))
+                .collect();
+            let mut offering: Vec<(u64, Candidate)> = state
+                .sessions
+                .iter()
+                .filter(|(_, link)| {
+                    link.peer
+                        .peer_info()
+                        .is_some_and(|info| info.capabilities.roots.is_some())
+                })
+                .filter_map(|(id, link)| Some((link.attached, Self::candidate(&state, id)?)))
+                .collect();
+            offering.sort_by_key(|(attached, _)| std::cmp::Reverse(*attached));
+            (callers, offering)
+        };
+        callers
+            .into_iter()
+            .chain(offering.into_iter().map(|(_, candidate)| candidate))
+            .find(|candidate| candidate.reaches(server))
     }
 
     /// Sends an upstream's progress to the client whose call it is about, under the client's
@@ -316,26 +416,40 @@ impl Relay {
             .min_by_key(|l| severity(*l))
     }
 
-    /// An upstream's log message, to every session that asked for its level or a more verbose
-    /// one; the logger is named by the server (`server` or `server/logger`).
+    /// An upstream's log message, to the sessions that asked for its level or a more verbose one
+    /// and whose scope reaches the upstream: while calls are in flight on it, only the sessions
+    /// of those calls (the message is about their work), otherwise every such session. The
+    /// logger is named by the server (`server` or `server/logger`).
     pub async fn log(&self, server: &str, mut params: LoggingMessageNotificationParam) {
         params.logger = Some(match params.logger.take() {
             Some(logger) => format!("{server}/{logger}"),
             None => server.to_string(),
         });
-        let peers: Vec<(String, Peer<RoleServer>)> = self
-            .lock()
-            .sessions
-            .iter()
-            .filter(|(_, link)| {
-                link.log_level
-                    .is_some_and(|wanted| severity(params.level) >= severity(wanted))
-            })
-            .map(|(id, link)| (id.clone(), link.peer.clone()))
-            .collect();
-        for (session, peer) in peers {
-            if let Err(e) = peer.notify_logging_message(params.clone()).await {
-                tracing::debug!(session, error = %e, "cannot send a log message");
+        let candidates: Vec<Candidate> = {
+            let state = self.lock();
+            let callers: BTreeSet<&str> = state
+                .calls
+                .iter()
+                .filter(|c| c.server == server)
+                .map(|c| c.session.as_str())
+                .collect();
+            state
+                .sessions
+                .iter()
+                .filter(|(id, link)| {
+                    link.log_level
+                        .is_some_and(|wanted| severity(params.level) >= severity(wanted))
+                        && (callers.is_empty() || callers.contains(id.as_str()))
+                })
+                .filter_map(|(id, _)| Self::candidate(&state, id))
+                .collect()
+        };
+        for candidate in candidates {
+            if !candidate.reaches(server) {
+                continue;
+            }
+            if let Err(e) = candidate.peer.notify_logging_message(params.clone()).await {
+                tracing::debug!(session = candidate.session, error = %e, "cannot send a log message");
             }
         }
     }
@@ -415,9 +529,10 @@ impl Relay {
     }
 
     /// A notification rmcp has no type for (such as `notifications/elicitation/complete` of a URL
-    /// elicitation), to the one session with calls in flight on `server`; dropped otherwise.
+    /// elicitation), to the session a request of `server` would go to; dropped otherwise.
     pub async fn custom_notification(&self, server: &str, notification: CustomNotification) {
-        let Ok(Some((session, peer))) = self.sole_caller(server) else {
+        let Ok(Candidate { session, peer, .. }) = self.asked_session(server, &notification.method)
+        else {
             tracing::debug!(server, method = %notification.method, "notification for no single session's call; dropped");
             return;
         };
@@ -447,7 +562,8 @@ impl Relay {
         params: CreateMessageRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        let (session, peer) = self.asked_session(server, "sampling/createMessage")?;
+        let Candidate { session, peer, .. } =
+            self.asked_session(server, "sampling/createMessage")?;
         require(&peer, "sampling/createMessage", |c| c.sampling.is_some())?;
         let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
         match forward(server, &session, &peer, request, context).await? {
@@ -463,7 +579,7 @@ impl Relay {
         params: ElicitRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let (session, peer) = self.asked_session(server, "elicitation/create")?;
+        let Candidate { session, peer, .. } = self.asked_session(server, "elicitation/create")?;
         require(&peer, "elicitation/create", |c| c.elicitation.is_some())?;
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
         match forward(server, &session, &peer, request, context).await? {
@@ -480,7 +596,7 @@ impl Relay {
         server: &str,
         context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        let Some((session, peer)) = self.roots_holder(server) else {
+        let Some(Candidate { session, peer, .. }) = self.roots_holder(server) else {
             tracing::debug!(server, "roots/list with no client offering roots: none yet");
             return Ok(ListRootsResult::default());
         };
@@ -566,4 +682,31 @@ async fn forward(
             Err(ErrorData::internal_error("cancelled by the server", None))
         }
     }
+}
+
+/// Whether `scope` reaches `server`: a pattern with a server part names it (its tools, prompts or
+/// resources), or a bare pattern is written with its public-name prefix or matches one of its
+/// tools in the catalog. What a server logs, asks or counts is shown to a scoped caller only
+/// then.
+pub fn scope_reaches_server(scope: &Scope, engine: &SearchEngine, server: &str) -> bool {
+    let Some(patterns) = scope.patterns() else {
+        return true;
+    };
+    let naming = engine.naming();
+    patterns.iter().any(|pattern| {
+        let raw = pattern.as_str().trim();
+        if raw.contains(':') {
+            return pattern.matches_server(server);
+        }
+        if let Some((prefix, _)) = raw.split_once(naming.separator()) {
+            if NamePattern::server(prefix).matches_server(server) {
+                return true;
+            }
+        }
+        engine
+            .catalog()
+            .server_tools(server)
+            .iter()
+            .any(|tool| pattern.matches(&tool.id(), naming))
+    })
 }

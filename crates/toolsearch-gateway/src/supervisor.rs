@@ -557,6 +557,12 @@ impl UpstreamManager {
             }),
             outcome = call => outcome,
         };
+        // Answered (a result or an MCP error): nothing more of this call can reach a client.
+        if let (Some(in_flight), Ok(Ok(_) | Err(ServiceError::McpError(_)))) =
+            (&in_flight, &outcome)
+        {
+            in_flight.answered();
+        }
         match outcome {
             Err(_) => Err(GatewayError::CallTimeout {
                 server: server.to_string(),

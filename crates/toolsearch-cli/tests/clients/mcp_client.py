@@ -49,6 +49,7 @@ PLAN_JSON is a list of steps, each run in order on one session:
     {"op": "kill_pidfile", "path": P}              -> {"killed": pid}
     {"op": "route", "to": I}                       -> {"route": I}: the next requests go to --replicas' URL I
     {"op": "touch" | "rm", "path": P}              -> creates or removes a file (the fault tests' switch)
+    {"op": "wait_file", "path": P}                 -> {"waited": P} once the file exists (another client's "touch")
 Like desktop clients, it lists the tools once after initialize, before the plan's first step
 (unless "client" says "no_initial_list": true).
 PLAN_JSON may also be {"client": {...}, "steps": [...]}, where "client" turns on what the client
@@ -317,6 +318,10 @@ async def run_step(client, recorder, step):
     if op == "rm":
         os.remove(step["path"])
         return {"removed": step["path"]}
+    if op == "wait_file":
+        while not os.path.exists(step["path"]):
+            await asyncio.sleep(0.05)
+        return {"waited": step["path"]}
     raise ValueError(f"unknown step {op!r}")
 
 

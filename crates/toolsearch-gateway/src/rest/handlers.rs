@@ -127,9 +127,10 @@ pub(crate) async fn get_tools_by_category(
 }
 
 /// `GET /api/status`: where search stands: the default mode, the embedding model and how many
-/// tools have their vector.
+/// tools have their vector. A scoped token hears only of the servers its scope reaches.
 pub(crate) async fn status(
     State(state): State<RestState>,
+    grant: Grant,
 ) -> Result<Json<serde_json::Value>, ApiError> {
     let search = match &state.semantic {
         Some(semantic) => {
@@ -150,7 +151,24 @@ pub(crate) async fn status(
         }
     }
     .map_err(|e| ApiError::Internal(format!("cannot write the status: {e}")))?;
-    let (ready, upstreams) = upstream_readiness(&state);
+    let (ready, mut upstreams) = upstream_readiness(&state);
+    if !grant.scope().is_all() {
+        let scope = grant.scope().clone();
+        let shown = with_engine(&state, move |engine| {
+            Ok(upstreams["notReady"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|entry| {
+                    entry["server"].as_str().is_some_and(|server| {
+                        crate::relay::scope_reaches_server(&scope, engine, server)
+                    })
+                })
+                .cloned()
+                .collect::<Vec<_>>())
+        });
+        upstreams = serde_json::json!({ "notReady": shown.await? });
+    }
     let mut search = search;
     // Every tool has its vector, but the catalog is not yet all it will be.
     if !ready && search.get("state").and_then(|s| s.as_str()) == Some("ready") {
