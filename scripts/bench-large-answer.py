@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """How long a large upstream answer takes through the gateway, and what the gateway's memory peaks
-at: `toolsearch serve --http` in front of tests/clients/large_answer_server.py (a stdio server
-whose `large_text` answers with N million bytes of text), one MCP session over HTTP, `tools/call`
-of `large_text` timed from the post to the end of the gateway's answer (an offloaded result, or
-the error for an answer over the 64 MiB the gateway reads). Standard library only.
+at: `toolsearch serve --http` in front of a stdio server whose `large_text` answers with N million
+bytes of text, one MCP session over HTTP, `tools/call` of `large_text` timed from the post to the
+end of the gateway's answer (an offloaded result, or the error for an answer over the 64 MiB the
+gateway reads). Standard library only.
 
     python3 scripts/bench-large-answer.py --binary target/release/toolsearch \\
-        --python .test-peers/venv/bin/python [--megabytes 50] [--runs 5]
+        [--upstream raw|sdk] [--python .test-peers/venv/bin/python] [--megabytes 50] [--runs 5]
+
+`--upstream raw` (the default) is this script as a bare stdio MCP server that writes an answer
+it prepared once, so the time is the gateway's; `sdk` is tests/clients/large_answer_server.py on
+the official Python SDK (with `--python`, a Python that has it), which itself takes seconds to
+write 50 MB.
 
 Prints one line per run and the median; then the gateway's peak resident memory (VmHWM) and its
 resident memory at the end (VmRSS), from /proc (Linux).
@@ -53,20 +58,59 @@ def memory(pid):
     return {key: fields[key].strip() for key in ("VmHWM", "VmRSS")}
 
 
+def serve_raw():
+    """A bare stdio MCP server with one tool, `large_text`, whose answers are prepared once per size."""
+    lines = {}
+    line = "line {:06d} lorem ipsum dolor sit amet, consectetur adipiscing elit\n"
+    for raw in sys.stdin:
+        message = json.loads(raw)
+        request_id, method = message.get("id"), message.get("method")
+        if request_id is None:
+            continue
+        if method == "initialize":
+            result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                      "serverInfo": {"name": "bench-large-answer", "version": "1"}}
+        elif method == "tools/list":
+            result = {"tools": [{"name": "large_text", "description": "Answers with N million bytes of text",
+                                 "inputSchema": {"type": "object", "properties": {"megabytes": {"type": "number"}}}}]}
+        elif method == "tools/call":
+            size = int(message["params"]["arguments"]["megabytes"] * 1_000_000)
+            if size not in lines:
+                text = "".join(line.format(i) for i in range(size // len(line.format(0)) + 1))[:size]
+                lines[size] = json.dumps({"content": [{"type": "text", "text": text}]})
+            sys.stdout.write(f'{{"jsonrpc":"2.0","id":{json.dumps(request_id)},"result":{lines[size]}}}\n')
+            sys.stdout.flush()
+            continue
+        else:
+            result = {}
+        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}) + "\n")
+        sys.stdout.flush()
+
+
 def main():
+    if "--serve-raw" in sys.argv:
+        serve_raw()
+        return
     parser = argparse.ArgumentParser()
     parser.add_argument("--binary", required=True)
-    parser.add_argument("--python", required=True, help="a Python with the MCP SDK")
+    parser.add_argument("--upstream", choices=["raw", "sdk"], default="raw")
+    parser.add_argument("--python", default=sys.executable, help="for `sdk`: a Python with the MCP SDK")
     parser.add_argument("--megabytes", type=float, default=50)
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
+    if args.upstream == "raw":
+        command, server_args = sys.executable, [os.path.abspath(__file__), "--serve-raw"]
+    else:
+        command, server_args = os.path.abspath(args.python), [os.path.abspath(SERVER)]
 
     folder = tempfile.mkdtemp(prefix="bench-large-answer-")
     config = os.path.join(folder, "gateway.toml")
     with open(config, "w") as out:
         out.write(
-            f"[mcpServers.large]\ncommand = {json.dumps(os.path.abspath(args.python))}\nargs = [{json.dumps(os.path.abspath(SERVER))}]\n\n"
-            "[toolSearch]\ncallTimeoutSecs = 300\n"
+            f"[mcpServers.large]\ncommand = {json.dumps(command)}\nargs = {json.dumps(server_args)}\n\n"
+            "[toolSearch]\ncallTimeoutSecs = 300\n\n"
+            # No model: the memory figures are the answer's alone.
+            "[toolSearch.semantic]\nenabled = false\n"
         )
     gateway = subprocess.Popen(
         [args.binary, "serve", "--config", config, "--http", "127.0.0.1:0", "--wait-for-upstreams"],

@@ -678,6 +678,40 @@ async fn read_stdout(
     }
 }
 
+/// A line longer than this is first read as the answer to a `tools/call` ([`call_answer`]).
+const LARGE_ANSWER: usize = 1024 * 1024;
+
+/// The fields of an answer, its result left unparsed.
+#[derive(serde::Deserialize)]
+struct AnswerEnvelope<'a> {
+    jsonrpc: &'a str,
+    id: rmcp::model::RequestId,
+    #[serde(borrow)]
+    result: &'a serde_json::value::RawValue,
+    #[serde(default)]
+    method: Option<serde::de::IgnoredAny>,
+    #[serde(default)]
+    error: Option<serde::de::IgnoredAny>,
+}
+
+/// `line` read as the successful answer to a `tools/call`, or `None` when it is not one.
+///
+/// The MCP library reads a message whole into an intermediate form, and the result again for
+/// each kind of result it could be: a 50 MB answer took about six copies of itself at once. Read
+/// here, the result is parsed once, straight into a tool call's result; any other message, or
+/// a result no call returns, is left to the library.
+fn call_answer(line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
+    let envelope = serde_json::from_slice::<AnswerEnvelope>(line).ok()?;
+    if envelope.jsonrpc != "2.0" || envelope.method.is_some() || envelope.error.is_some() {
+        return None;
+    }
+    let result = serde_json::from_str::<rmcp::model::CallToolResult>(envelope.result.get()).ok()?;
+    Some(RxJsonRpcMessage::<RoleClient>::response(
+        rmcp::model::ServerResult::CallToolResult(result),
+        envelope.id,
+    ))
+}
+
 /// One line of a stdio server (with its newline) as the message the MCP library reads, or `None`
 /// to skip it: blank lines, notifications the library does not know, and text that is not JSON
 /// (as the official SDKs do). A line that answers a request but is no MCP answer becomes an error
@@ -690,6 +724,11 @@ fn parse_line(server: &str, line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>>
         return None;
     }
     let guarded = wire::guard_line(server, line)?;
+    if guarded.len() > LARGE_ANSWER {
+        if let Some(answer) = call_answer(&guarded) {
+            return Some(answer);
+        }
+    }
     let error = match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(&guarded) {
         Ok(message) => return Some(message),
         Err(error) => error,
@@ -849,7 +888,11 @@ mod tests {
                     seen.push(parse_line("s", &line).map(|m| serde_json::to_value(m).unwrap()))
                 }
                 StdoutLine::TooLarge(head) => {
-                    assert_eq!(head.bytes(), big.len() + 43, "the whole line, newline included");
+                    assert_eq!(
+                        head.bytes(),
+                        big.len() + 43,
+                        "the whole line, newline included"
+                    );
                     assert_eq!(head.answered_id(), Some(rmcp::model::RequestId::Number(2)));
                     assert!(line.is_empty(), "nothing of it is kept");
                     seen.push(None);
@@ -865,6 +908,26 @@ mod tests {
         assert_eq!(error["id"], 3);
         let message = error["error"]["message"].as_str().unwrap();
         assert!(message.contains("not a valid MCP message"), "{message}");
+    }
+
+    #[test]
+    fn large_answers_read_the_same_as_the_library_reads_them() {
+        let big = "line\n".repeat(LARGE_ANSWER / 4);
+        let lines = [
+            json!({"jsonrpc": "2.0", "id": 4, "result": {"content": [{"type": "text", "text": big}], "isError": false}}),
+            json!({"jsonrpc": "2.0", "id": "s", "result": {"content": [], "structuredContent": {"t": big}}}),
+            json!({"jsonrpc": "2.0", "id": 5, "result": {"tools": [{"name": "t", "description": big, "inputSchema": {"type": "object"}}]}}),
+            json!({"jsonrpc": "2.0", "id": 6, "result": {"contents": [{"uri": "file:///a", "text": big}]}}),
+            json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": big}}),
+        ];
+        for (i, value) in lines.iter().enumerate() {
+            let line = format!("{value}\n");
+            let ours = serde_json::to_value(parse_line("s", line.as_bytes()).unwrap()).unwrap();
+            let library: RxJsonRpcMessage<RoleClient> =
+                serde_json::from_value(value.clone()).unwrap();
+            assert_eq!(ours, serde_json::to_value(library).unwrap(), "line {i}");
+            assert_eq!(call_answer(line.as_bytes()).is_some(), i < 2, "line {i}");
+        }
     }
 
     #[test]

@@ -167,11 +167,11 @@ impl MessageHead {
     /// Reads the next piece of the message.
     pub(crate) fn feed(&mut self, piece: &[u8]) {
         self.bytes += piece.len();
-        // Once the id and the kind are known, the rest is only counted.
-        if self.id.is_some() && (self.has_answer || self.has_method) {
-            return;
-        }
         for &b in piece {
+            // Once the id and the kind are known, the rest is only counted.
+            if self.id.is_some() && (self.has_answer || self.has_method) {
+                break;
+            }
             if let Some(text) = self.id_text.as_mut() {
                 let ends = !self.in_string && self.depth == 1 && (b == b',' || b == b'}');
                 if ends {
