@@ -1085,3 +1085,227 @@ fn colours_on_a_terminal_and_never_with_no_color() {
     assert!(plain.contains("ready with"), "{plain}");
     assert!(!plain.contains('\u{1b}'), "colour with NO_COLOR: {plain:?}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// No one session's input holds another session
+// ---------------------------------------------------------------------------------------------
+
+/// A session opened over `/mcp` by hand, as a raw JSON-RPC client: initialized, then one
+/// request per connection.
+struct RawSession {
+    addr: String,
+    id: String,
+    /// The next request id: requests in flight at once need ids of their own.
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl RawSession {
+    fn open(addr: &str) -> Self {
+        let init = mcp_initialize(addr, &[]);
+        assert_eq!(init.status, 200, "{}", init.body);
+        let id = init
+            .header("mcp-session-id")
+            .expect("a session id")
+            .to_string();
+        let session = Self {
+            addr: addr.to_string(),
+            id,
+            next: std::sync::atomic::AtomicU64::new(2),
+        };
+        let initialized =
+            json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+        let answer = session.post(&initialized);
+        assert!(answer.status < 300, "{} {}", answer.status, answer.body);
+        session
+    }
+
+    fn next_id(&self) -> u64 {
+        self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    }
+
+    fn post(&self, body: &str) -> Answer {
+        let headers = [
+            MCP_HEADERS[0],
+            ("Mcp-Session-Id", self.id.as_str()),
+            ("Mcp-Protocol-Version", "2025-11-25"),
+        ];
+        http(&self.addr, "POST", "/mcp", &headers, body)
+    }
+
+    /// `tools/call` of `name`: the result's `isError` and its first text, and the result.
+    fn call(&self, name: &str, arguments: Value) -> (bool, String, Value) {
+        let id = self.next_id();
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}})
+        .to_string();
+        let answer = self.post(&request);
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let reply = answer
+            .messages()
+            .into_iter()
+            .find(|m| m["id"] == id)
+            .unwrap_or_else(|| panic!("no answer to the call of a {}-byte name", name.len()));
+        let result = reply["result"].clone();
+        let text = result["content"][0]["text"].as_str().unwrap_or_default();
+        (result["isError"] == true, text.to_string(), result)
+    }
+
+    /// `prompts/get` of `name`: the JSON-RPC error's code and message.
+    fn get_prompt_error(&self, name: &str) -> (i64, String) {
+        let id = self.next_id();
+        let request = json!({"jsonrpc": "2.0", "id": id, "method": "prompts/get",
+            "params": {"name": name}})
+        .to_string();
+        let answer = self.post(&request);
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let reply = answer
+            .messages()
+            .into_iter()
+            .find(|m| m["id"] == id)
+            .expect("an answer to prompts/get");
+        let error = &reply["error"];
+        (
+            error["code"].as_i64().unwrap_or_default(),
+            error["message"].as_str().unwrap_or_default().to_string(),
+        )
+    }
+}
+
+/// With 5,000 tools behind the gateway, one session sends what used to hold an async worker for
+/// seconds to a minute — an unknown tool name of 300,000 characters (directly and through
+/// `call_tool` and `add_tool`), a prompt name as long, and searches and reads over a 10 MB stored output — while
+/// another session, the official SDK's client, lists its tools and searches. The long names are
+/// refused at once with a clear error that does not echo them, the searches answer, and the
+/// other session gets every answer. Search is by words here: embedding 5,000 tools would only
+/// make the test slow.
+#[test]
+fn one_sessions_huge_input_never_holds_another_session() {
+    let scratch = peers::scratch("hardening-stall");
+    let verbs = ["create", "list", "update", "delete", "export"];
+    let tools: Vec<Value> = (0..5_000)
+        .map(|i| {
+            let verb = verbs[i % verbs.len()];
+            json!({
+                "name": format!("{verb}_record_{i:04}"),
+                "description": format!("{verb} one record of table {i}"),
+                "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}},
+            })
+        })
+        .collect();
+    let tools_path = scratch.file("tools.json", &Value::Array(tools).to_string());
+    let config = scratch.file(
+        "gateway.toml",
+        &format!(
+            "[mcpServers.catalog]\ncommand = {python}\nargs = [{catalog}, {tools}]\n\n\
+             [mcpServers.big]\ncommand = {python}\nargs = [{big}]\n\n\
+             [toolSearch]\npreset = \"add\"\n\n[toolSearch.semantic]\nenabled = false\n",
+            python = toml_str(&venv_python()),
+            catalog = toml_str(&peers::client("catalog_server.py")),
+            tools = toml_str(&tools_path.to_string_lossy()),
+            big = toml_str(&peers::client("large_answer_server.py")),
+        ),
+    );
+    let gateway = serve_http(&config);
+    let addr = gateway.addr();
+
+    // Session A stores a large output first, then sends the heavy requests side by side.
+    let a = RawSession::open(&addr);
+    let (failed, notice, stored) = a.call("big___large_text", json!({"megabytes": 10}));
+    assert!(!failed, "{notice}");
+    let handle = stored["structuredContent"]["offloaded"]["handle"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the output was not stored: {notice}"))
+        .to_string();
+    let long_name = format!("create_record_{}", "x".repeat(300_000));
+    let heavy = std::thread::scope(|s| {
+        let direct = s.spawn(|| a.call(&long_name, json!({})));
+        let added = s.spawn(|| {
+            a.call(
+                "add_tool",
+                json!({"names": ["create_record_0000", long_name]}),
+            )
+        });
+        let through = s.spawn(|| a.call("call_tool", json!({"name": long_name})));
+        let prompt = s.spawn(|| a.get_prompt_error(&format!("catalog___{long_name}")));
+        let searched = s.spawn(|| {
+            a.call(
+                "search_large_output",
+                json!({"handle": handle, "pattern": "line 10000[0-9] lorem", "mode": "regex"}),
+            )
+        });
+        let read = s.spawn(|| {
+            a.call(
+                "read_large_output",
+                json!({"handle": handle, "offset": 9_000_000, "length": 100}),
+            )
+        });
+        // Session B, as desktop clients are: lists its tools, then again, and searches.
+        let plan = json!([
+            {"op": "list"},
+            {"op": "call", "name": "search_tools", "arguments": {"query": "export record"}},
+            {"op": "list"},
+        ]);
+        let other = peers::run_client_at("mcp_client.py", &gateway.url, &plan);
+        (
+            direct.join().unwrap(),
+            through.join().unwrap(),
+            added.join().unwrap(),
+            prompt.join().unwrap(),
+            searched.join().unwrap(),
+            read.join().unwrap(),
+            other,
+        )
+    });
+    let (direct, through, added, prompt, searched, read, other) = heavy;
+
+    for (what, (failed, text, _)) in [
+        ("a direct call", &direct),
+        ("call_tool", &through),
+        ("add_tool", &added),
+    ] {
+        assert!(failed, "{what}: {text}");
+        assert!(
+            text.contains("tool name of 300014 characters is longer than the 256 allowed"),
+            "{what}: {text}"
+        );
+        assert!(
+            text.len() < 1_000,
+            "{what} echoed the name: {} bytes",
+            text.len()
+        );
+    }
+    let (code, message) = prompt;
+    assert_eq!(code, -32602, "{message}");
+    assert!(
+        message.contains("prompt name of 300024 characters is longer than the 256 allowed"),
+        "{message}"
+    );
+    let (failed, text, _) = searched;
+    assert!(!failed, "{text}");
+    let found: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(found["totalMatches"], 10, "{found}");
+    let (failed, text, _) = read;
+    assert!(!failed, "{text}");
+    let piece: Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(piece["length"], 100, "{piece}");
+
+    let steps = other["steps"].as_array().unwrap();
+    for listed in [&steps[0], &steps[2]] {
+        assert!(
+            listed["names"]
+                .as_array()
+                .is_some_and(|names| names.iter().any(|n| n == "add_tool")),
+            "{}",
+            listed["names"]
+        );
+    }
+    let found = &steps[1];
+    assert_eq!(found["is_error"], false, "{}", found["text"]);
+    assert!(
+        found["json"]["tools"]
+            .as_array()
+            .is_some_and(|tools| !tools.is_empty()),
+        "{}",
+        found["text"]
+    );
+}

@@ -439,7 +439,10 @@ fn page_of<T>(
 /// invalid params (for resources, the spec's -32002 "resource not found").
 fn request_error(error: GatewayError) -> ErrorData {
     match error {
-        GatewayError::UnknownPrompt { .. } => ErrorData::invalid_params(error.to_string(), None),
+        GatewayError::UnknownPrompt { .. }
+        | GatewayError::Core(toolsearch_core::Error::NameTooLong { .. }) => {
+            ErrorData::invalid_params(error.to_string(), None)
+        }
         GatewayError::UnknownResource { .. } => {
             ErrorData::resource_not_found(error.to_string(), None)
         }

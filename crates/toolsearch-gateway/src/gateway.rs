@@ -727,6 +727,8 @@ impl Gateway {
 
     /// The server and upstream name of a namespaced prompt the session may use.
     fn prompt_target(&self, session: &str, name: &str) -> Result<(String, String)> {
+        // Before any matching: scope patterns are matched against the name.
+        toolsearch_core::check_name_length(name, "prompt")?;
         let scope = self.session_scope(session);
         let naming = self.read_engine().naming().clone();
         let id = naming.parse(name);
@@ -1041,9 +1043,13 @@ impl Gateway {
         }
         let before =
             (kept && self.shared.is_shared()).then(|| self.disclosure.session_snapshot(&key));
-        // A meta-tool searches (and in hybrid mode embeds the query): CPU work that must not hold
-        // an async worker, which the other sessions' I/O needs. Forwarded calls stay inline.
-        let dispatch = if self.disclosure.is_meta_tool(name) && name != CALL_TOOL {
+        // A meta-tool searches (and in hybrid mode embeds the query), an unknown name is matched
+        // against the catalog for a did-you-mean, and arguments are checked against a schema:
+        // CPU work that grows with the catalog or with what the client sent, and must not hold
+        // an async worker, which the other sessions' I/O needs. Only a call whose tool resolves
+        // at once, with small arguments, is dispatched inline.
+        let searches = self.disclosure.is_meta_tool(name) && name != CALL_TOOL;
+        let dispatch = if searches || !self.dispatch_is_cheap(name, &arguments, &scope) {
             let gateway = self.clone();
             let (key, scope, tool) = (key.clone(), scope.clone(), name.to_string());
             let searched = tokio::task::spawn_blocking(move || {
@@ -1140,10 +1146,27 @@ impl Gateway {
                 );
                 match outcome {
                     Ok(result) => match &self.offload {
-                        Some(store) => {
+                        Some(store) if store.would_offload(&result) => {
                             let shelf = self.state_key(session);
-                            let (result, stored) =
-                                store.offload_result_keeping(&shelf, &public, result);
+                            // Storing counts the characters of what may be megabytes, and
+                            // outlines it when it is JSON: on the blocking pool.
+                            let gateway = self.clone();
+                            let (key, tool_name) = (shelf.clone(), public.clone());
+                            let stored = tokio::task::spawn_blocking(move || {
+                                gateway.offload.as_ref().map(|store| {
+                                    store.offload_result_keeping(&key, &tool_name, result)
+                                })
+                            })
+                            .await;
+                            let (result, stored) = match stored {
+                                Ok(Some(stored)) => stored,
+                                Ok(None) | Err(_) => {
+                                    tracing::error!(session, tool = %public, "storing a large output failed");
+                                    return error_text(&GatewayError::Downstream(format!(
+                                        "the large output of `{public}` could not be stored; call the tool again, and report it if it repeats"
+                                    )));
+                                }
+                            };
                             if let (Some(output), true) = (stored, self.shared.is_shared()) {
                                 let copy = SharedOutput {
                                     tool: output.tool.clone(),
@@ -1158,7 +1181,7 @@ impl Gateway {
                             }
                             result
                         }
-                        None => result,
+                        _ => result,
                     },
                     Err(e) => {
                         tracing::warn!(session, server = %tool.server, tool = %tool.name, error = %e, "call failed");
@@ -1169,9 +1192,31 @@ impl Gateway {
         }
     }
 
+    /// Whether dispatching a call to `name` is cheap whatever the client sent: the tool it runs
+    /// (or the one `call_tool` names) is served here or resolves in `scope`, and its arguments
+    /// are small. Anything else is dispatched on the blocking pool.
+    fn dispatch_is_cheap(&self, name: &str, arguments: &Value, scope: &Scope) -> bool {
+        let (target, arguments) = if name == CALL_TOOL {
+            match arguments.get("name").and_then(Value::as_str) {
+                Some(target) => (target, arguments.get("arguments")),
+                None => return false,
+            }
+        } else {
+            (name, Some(arguments))
+        };
+        if target.len() > toolsearch_core::MAX_NAME_CHARS
+            || !arguments.is_none_or(|a| json_within(a, INLINE_ARGUMENT_BYTES))
+        {
+            return false;
+        }
+        let served = self.offload_tools.iter().any(|(_, t)| t.name() == target)
+            || self.prompt_tools.iter().any(|(_, t)| t.name() == target);
+        served || self.read_engine().resolve_in(target, scope).is_some()
+    }
+
     /// Runs `search_prompts` or `get_prompt` for a session, in its scope.
     async fn call_prompt_tool(
-        &self,
+        self: &Arc<Self>,
         session: &str,
         tool: PromptTool,
         arguments: Value,
@@ -1188,12 +1233,21 @@ impl Gateway {
                 }
                 let limit = args.limit.unwrap_or(5).clamp(1, 20);
                 let scope = self.session_scope(session);
-                match self.prompt_index.search(&args.query, limit, &scope) {
-                    Ok(results) => match serde_json::to_value(results) {
+                // A search is CPU work that grows with the query: on the blocking pool.
+                let gateway = self.clone();
+                let searched = tokio::task::spawn_blocking(move || {
+                    gateway.prompt_index.search(&args.query, limit, &scope)
+                })
+                .await;
+                match searched {
+                    Ok(Ok(results)) => match serde_json::to_value(results) {
                         Ok(value) => json_result(value, false),
                         Err(e) => refused(format!("cannot write the results: {e}")),
                     },
-                    Err(e) => refused(e.to_string()),
+                    Ok(Err(e)) => refused(e.to_string()),
+                    Err(e) => refused(format!(
+                        "the prompt search failed inside the gateway ({e}); try again, and report it if it repeats"
+                    )),
                 }
             }
             PromptTool::Get => {
@@ -1699,4 +1753,55 @@ fn upstream_answered<T>(
         outcome,
         Ok(Ok(_)) | Ok(Err(rmcp::ServiceError::McpError(_)))
     )
+}
+
+/// Arguments up to about this many bytes of JSON are checked against a tool's schema inline.
+const INLINE_ARGUMENT_BYTES: usize = 64 << 10;
+
+/// Whether `value` takes about `budget` bytes of JSON or fewer (strings and keys by their
+/// length, every other value as a few bytes); walks no more of it than that.
+fn json_within(value: &Value, budget: usize) -> bool {
+    let mut left = budget;
+    let mut pending = vec![value];
+    while let Some(value) = pending.pop() {
+        // Containers are charged a byte per member before any member is looked at.
+        let size = match value {
+            Value::String(text) => text.len() + 2,
+            Value::Array(items) => items.len() + 2,
+            Value::Object(map) => 3 * map.len() + 2,
+            _ => 8,
+        };
+        left = match left.checked_sub(size) {
+            Some(left) => left,
+            None => return false,
+        };
+        match value {
+            Value::Array(items) => pending.extend(items),
+            Value::Object(map) => {
+                for (key, item) in map {
+                    left = match left.checked_sub(key.len()) {
+                        Some(left) => left,
+                        None => return false,
+                    };
+                    pending.push(item);
+                }
+            }
+            _ => {}
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod dispatch_cost_tests {
+    use super::*;
+
+    #[test]
+    fn json_within_counts_strings_keys_and_values() {
+        assert!(json_within(&serde_json::json!({"city": "Oslo"}), 64));
+        assert!(!json_within(&serde_json::json!({"x": "a".repeat(100)}), 64));
+        assert!(!json_within(&serde_json::json!([[["a".repeat(100)]]]), 64));
+        let wide: Vec<Value> = (0..100).map(Value::from).collect();
+        assert!(!json_within(&Value::Array(wide), 64));
+    }
 }

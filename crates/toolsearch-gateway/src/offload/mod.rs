@@ -88,6 +88,9 @@ pub enum OffloadError {
     #[error("the call to {tool} was cancelled by the caller; call it again for an answer")]
     Cancelled { tool: &'static str },
 
+    #[error("{tool} failed inside the gateway; call it again, and report it if it repeats")]
+    Failed { tool: &'static str },
+
     #[error(
         "jq filters cannot run: {message}; search_large_output and read_large_output still work"
     )]
@@ -269,9 +272,21 @@ impl OffloadStore {
         arguments: Value,
         query_timeout: Duration,
     ) -> Result<Value, OffloadError> {
+        let max_chars = self.config.max_read_chars;
         match OffloadCall::parse(tool, arguments)?.0 {
-            Call::Read(args) => self.read(session, &args),
-            Call::Search(args) => self.search(session, &args),
+            // A read finds its characters and a search scans every line of an output that may be
+            // megabytes long: on the blocking pool, so that no async worker waits on them.
+            Call::Read(args) => {
+                let output = self.get(session, &args.handle)?;
+                off_the_workers(tool, move || {
+                    read_range(&output, args.offset.unwrap_or(0), args.length, max_chars)
+                })
+                .await
+            }
+            Call::Search(args) => {
+                let output = self.get(session, &args.handle)?;
+                off_the_workers(tool, move || search::search(&output, &args, max_chars)).await
+            }
             Call::Query(args) => {
                 let output = self.get(session, &args.handle)?;
                 self.jq
@@ -305,6 +320,17 @@ impl OffloadStore {
         let output = self.get(session, &args.handle)?;
         search::search(&output, args, self.config.max_read_chars)
     }
+}
+
+/// Runs `work` on tokio's blocking pool.
+async fn off_the_workers<F>(tool: OffloadTool, work: F) -> Result<Value, OffloadError>
+where
+    F: FnOnce() -> Result<Value, OffloadError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|e| {
+        tracing::error!(tool = tool.name(), error = %e, "a large-output task failed");
+        Err(OffloadError::Failed { tool: tool.name() })
+    })
 }
 
 #[cfg(test)]

@@ -195,6 +195,12 @@ impl OffloadStore {
         self.offload_result_keeping(session, tool, result).0
     }
 
+    /// Whether [`offload_result`](Self::offload_result) would store `result`: its text is over
+    /// the threshold. Cheap; storing is not (counting characters, an outline of the JSON).
+    pub fn would_offload(&self, result: &CallToolResult) -> bool {
+        self.config.enabled && text_bytes(result) > self.config.threshold_bytes
+    }
+
     /// [`offload_result`](Self::offload_result), with the output it stored, if any (for a copy
     /// in the shared state).
     pub fn offload_result_keeping(
@@ -203,18 +209,10 @@ impl OffloadStore {
         tool: &str,
         mut result: CallToolResult,
     ) -> (CallToolResult, Option<Arc<StoredOutput>>) {
-        if !self.config.enabled {
+        if !self.would_offload(&result) {
             return (result, None);
         }
-        let text_bytes: usize = result
-            .content
-            .iter()
-            .filter_map(ContentBlock::as_text)
-            .map(|t| t.text.len())
-            .sum();
-        if text_bytes <= self.config.threshold_bytes {
-            return (result, None);
-        }
+        let text_bytes = text_bytes(&result);
         // All text parts become one stored output, in order; the notice takes the place of the
         // first of them and the other parts (images, audio, resources) keep theirs.
         let mut texts = Vec::new();
@@ -242,6 +240,16 @@ impl OffloadStore {
         result.structured_content = Some(structured);
         (result, Some(stored.output))
     }
+}
+
+/// Bytes of a result's text parts.
+fn text_bytes(result: &CallToolResult) -> usize {
+    result
+        .content
+        .iter()
+        .filter_map(ContentBlock::as_text)
+        .map(|t| t.text.len())
+        .sum()
 }
 
 #[cfg(test)]
