@@ -1196,7 +1196,8 @@ impl Gateway {
     /// (or the one `call_tool` names) is served here or resolves in `scope`, and its arguments
     /// are small. Anything else is dispatched on the blocking pool.
     fn dispatch_is_cheap(&self, name: &str, arguments: &Value, scope: &Scope) -> bool {
-        let (target, arguments) = if name == CALL_TOOL {
+        // `call_tool` unpacks only where the preset serves it; elsewhere it is just a name.
+        let (target, arguments) = if name == CALL_TOOL && self.disclosure.is_meta_tool(CALL_TOOL) {
             match arguments.get("name").and_then(Value::as_str) {
                 Some(target) => (target, arguments.get("arguments")),
                 None => return false,
