@@ -728,6 +728,140 @@ tools = ["b:*"]
     assert_eq!(closed.status, 204, "{}", closed.body);
     let gone = http(&addr, "POST", "/mcp", &as_token("owner"), &list(5));
     assert_eq!(gone.status, 404, "{}", gone.body);
+    // Ending it again, or ending one that never was, is a request on an unknown session.
+    let again = http(&addr, "DELETE", "/mcp", &as_token("owner"), "");
+    assert_eq!(
+        (again.status, again.body.as_str()),
+        (404, foreign.body.as_str())
+    );
+    let mut never = as_token("owner");
+    never[1] = ("Mcp-Session-Id", "no-such-session");
+    let never = http(&addr, "DELETE", "/mcp", &never, "");
+    assert_eq!(never.status, 404, "{}", never.body);
+}
+
+/// A megabyte-long method name, resource URI or tool name, and an upstream that echoes the URI
+/// to its stderr, leave a log of a few lines, each cut: text a client chooses is clipped in errors
+/// and logs, so one request cannot write megabytes of log.
+#[test]
+fn client_chosen_text_is_clipped_in_the_log() {
+    let scratch = peers::scratch("hardening-log");
+    let config = scratch.join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcpServers.time]\ncommand = {}\n\n[toolSearch]\npreset = \"search\"\n",
+            toml_str(&peers::mcp_server_time())
+        ),
+    )
+    .unwrap();
+    let log_path = scratch.join("gateway.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut child = KilledOnDrop(
+        toolsearch()
+            .args(["serve", "--wait-for-upstreams", "--config"])
+            .arg(&config)
+            .args(["--http", "127.0.0.1:0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap(),
+    );
+    let addr = wait_for_listening_line(&log_path, &mut child.0);
+    let init = mcp_initialize(&addr, &[]);
+    assert_eq!(init.status, 200, "{}", init.body);
+    let session = init
+        .header("mcp-session-id")
+        .expect("a session id")
+        .to_string();
+    let headers = [
+        MCP_HEADERS[0],
+        ("Mcp-Session-Id", session.as_str()),
+        ("Mcp-Protocol-Version", "2025-11-25"),
+    ];
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    assert!(http(&addr, "POST", "/mcp", &headers, &initialized).status < 300);
+    let long = "x".repeat(1 << 20);
+    let requests = [
+        json!({"jsonrpc": "2.0", "id": 2, "method": long, "params": {}}),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "resources/read",
+            "params": {"uri": format!("toolsearch://time/{long}")}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+            "params": {"name": long, "arguments": {}}}),
+    ];
+    for request in &requests {
+        let answer = http(&addr, "POST", "/mcp", &headers, &request.to_string());
+        assert_eq!(
+            answer.status,
+            200,
+            "{}",
+            &answer.body[..answer.body.len().min(500)]
+        );
+        assert!(
+            answer.body.len() < 64 << 10,
+            "an answer of {} bytes quotes the request whole: {}",
+            answer.body.len(),
+            answer
+                .body
+                .lines()
+                .map(|line| &line[..line.len().min(200)])
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+    // A last request that surely logs, so the log has caught up with the three above.
+    let after = http(&addr, "DELETE", "/mcp", &headers, "");
+    assert_eq!(after.status, 204, "{}", after.body);
+    terminate_child(&mut child.0);
+    let text = std::fs::read_to_string(&log_path).unwrap();
+    let longest = text.lines().map(str::len).max().unwrap_or(0);
+    assert!(longest < 8 << 10, "a log line of {longest} bytes");
+    assert!(text.len() < 256 << 10, "{} bytes of log", text.len());
+}
+
+/// Waits for the gateway writing its log to `path` to say where it listens; its address.
+fn wait_for_listening_line(path: &Path, child: &mut Child) -> String {
+    let deadline = std::time::Instant::now() + GUARD;
+    while std::time::Instant::now() < deadline {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if let Some(rest) = text
+            .lines()
+            .find(|line| line.contains("listening on"))
+            .and_then(|line| line.split("http://").nth(1))
+        {
+            return rest
+                .split(|c: char| c == '/' || c.is_whitespace())
+                .next()
+                .unwrap_or_default()
+                .to_string();
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the gateway exited ({status}) without listening:\n{text}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("the gateway did not listen within {GUARD:?}");
+}
+
+/// A child process that a failing test does not leave behind.
+struct KilledOnDrop(Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        terminate_child(&mut self.0);
+    }
+}
+
+/// SIGTERM, then the exit.
+fn terminate_child(child: &mut Child) {
+    if matches!(child.try_wait(), Ok(Some(_))) {
+        return;
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
 }
 
 /// The gateway on stdio, fed line by line; answers are read on a thread.
