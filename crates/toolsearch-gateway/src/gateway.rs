@@ -575,6 +575,7 @@ impl Gateway {
             }
         }
         tracing::debug!(session, "session ended");
+        crate::memory::session_ended();
     }
 
     /// What tools/list returns to this session: the tools of its scope, with its reveals (read

@@ -31,6 +31,7 @@ pub mod error;
 pub mod gateway;
 mod http_calls;
 pub mod http_config;
+mod memory;
 pub mod metrics;
 pub mod observe;
 pub mod offload;
