@@ -9,7 +9,7 @@ use toolsearch_core::{Embedder, SearchConfig};
 use toolsearch_embed::{CachedEmbedder, VectorCache};
 use toolsearch_eval::{
     evaluate, evaluate_pooled, evaluate_requests, self_retrieval, Dataset, DatasetReport,
-    RankerKind, RequestsReport, Spread,
+    PooledReport, RankerKind, RequestsReport, Spread,
 };
 
 /// Where the evaluation data lives relative to the project root.
@@ -247,14 +247,30 @@ impl Run<'_> {
             )
             .into());
         }
-        let report = evaluate_pooled(
-            datasets,
-            self.rankers,
-            self.with_instruction,
-            self.config,
-            self.embedder,
-        )?;
-        self.save_vectors();
+        // One ranker at a time, the vectors saved after each: the pool is the largest catalog
+        // this embeds, and a later ranker's failure must not lose that work.
+        let mut report: Option<PooledReport> = None;
+        for kind in self.rankers {
+            let one = evaluate_pooled(
+                datasets,
+                std::slice::from_ref(kind),
+                self.with_instruction,
+                self.config,
+                self.embedder,
+            )?;
+            self.save_vectors();
+            match &mut report {
+                None => report = Some(one),
+                Some(all) => {
+                    for (set, more) in all.datasets.iter_mut().zip(one.datasets) {
+                        set.rankers.extend(more.rankers);
+                    }
+                }
+            }
+        }
+        let Some(report) = report else {
+            return Err(BadInput("choose at least one ranker".into()).into());
+        };
         if self.json {
             let out =
                 json!({ "stress": "pooled", "tools": report.tools, "datasets": report.datasets });
