@@ -228,6 +228,108 @@ fn gateway_bench_json_report_has_the_documented_shape() {
     assert_eq!(errors_met, true);
 }
 
+/// `bench gateway --many-sessions` with tiny counts: sessions open, answer, end, the gateway's
+/// memory is read at every step, and the JSON report has the documented shape
+/// (docs/BENCHMARKS.md). Neither memory figures nor times are checked.
+#[test]
+fn gateway_bench_many_sessions_reports_memory_and_throughput() {
+    let out = toolsearch(&[
+        "bench",
+        "gateway",
+        "--many-sessions",
+        "--tools",
+        "40",
+        "--idle-sessions",
+        "20",
+        "--session-rounds",
+        "2",
+        "--throughput-sessions",
+        "4",
+        "--throughput-seconds",
+        "1",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    assert_eq!(report["mode"], "sessions", "{report}");
+    assert_eq!(report["tools"], 41, "{report}");
+    assert_eq!(report["idle_sessions"], 20);
+    assert_eq!(report["throughput_sessions"], 4);
+    assert_eq!(
+        report["throughput_requests"],
+        serde_json::json!(["ping", "tools/list", "search_tools"])
+    );
+    assert_eq!(report["errors"], 0, "{report}");
+    let rounds = report["rounds"].as_array().expect("a `rounds` array");
+    assert_eq!(rounds.len(), 2, "{report}");
+    let open_counts: Vec<&Value> = [&report["fresh"], &report["idle"], &report["ended"]]
+        .into_iter()
+        .chain(rounds)
+        .map(|m| {
+            if cfg!(target_os = "linux") {
+                assert!(number(m, "rss_mb") > 0.0, "{m}");
+            }
+            &m["sessions_open"]
+        })
+        .collect();
+    // The gateway counts the sessions it holds: none, the idle ones, none again after each end.
+    assert_eq!(open_counts[0], 0, "{report}");
+    assert_eq!(open_counts[1], 20, "{report}");
+    for ended in &open_counts[2..] {
+        assert_eq!(*ended, 0, "{report}");
+    }
+    for (phase, expected) in [("open", 20.0), ("ping", 20.0), ("delete", 20.0)] {
+        let p = &report[phase];
+        assert_eq!(number(p, "requests"), expected, "{phase}: {p}");
+        assert_eq!(number(p, "errors"), 0.0, "{phase}: {p}");
+    }
+    let throughput = &report["throughput"];
+    assert!(number(throughput, "requests") >= 4.0, "{throughput}");
+    assert_eq!(number(throughput, "errors"), 0.0, "{throughput}");
+    let (p50, p99, max) = (
+        number(throughput, "p50_ms"),
+        number(throughput, "p99_ms"),
+        number(throughput, "max_ms"),
+    );
+    assert!(0.0 < p50 && p50 <= p99 && p99 <= max, "{throughput}");
+    let targets: Vec<&str> = report["targets"]
+        .as_array()
+        .expect("a `targets` array")
+        .iter()
+        .map(|t| {
+            assert!(t["met"].is_boolean() && t["measured"].is_string(), "{t}");
+            t["name"].as_str().unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(
+        targets,
+        [
+            "20 idle sessions above a fresh start",
+            "memory after the sessions end",
+            "requests/s, 4 sessions",
+            "errors"
+        ]
+    );
+}
+
+#[test]
+fn gateway_bench_many_sessions_refuses_bad_settings() {
+    for (flag, value, said) in [
+        ("--idle-sessions", "0", "--idle-sessions must be at least 1"),
+        (
+            "--throughput-sessions",
+            "0",
+            "--throughput-sessions must be at least 1",
+        ),
+        ("--throughput-seconds", "0", "--throughput-seconds is 0"),
+        ("--throughput-requests", "ping,list", "`list`"),
+    ] {
+        let out = toolsearch(&["bench", "gateway", "--many-sessions", flag, value]);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {}", stderr(&out));
+        assert!(stderr(&out).contains(said), "{flag}: {}", stderr(&out));
+    }
+}
+
 /// The bench's upstream process serves its tools over MCP and ends when its stdin closes, so it
 /// never outlives a bench that ended without stopping it.
 #[test]

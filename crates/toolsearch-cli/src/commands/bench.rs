@@ -9,7 +9,8 @@ pub enum BenchCommand {
     /// against the reference rankers.
     Search(super::bench_search::SearchBenchArgs),
     /// The gateway on loopback: MCP search_tools latency (one session and many), REST search
-    /// throughput, and what the gateway adds to a tool call.
+    /// throughput, and what the gateway adds to a tool call; or, with --many-sessions, what many
+    /// sessions cost in memory and how many requests 200 sessions get answered.
     Gateway(super::bench_gateway::GatewayBenchArgs),
     /// The upstream `bench gateway` runs as a process of its own.
     #[command(hide = true)]

@@ -13,6 +13,12 @@
 //!
 //! Each measurement stops after `--requests` requests or `--max-seconds`, whichever comes first;
 //! every request has its own time limit. Nothing listens beyond 127.0.0.1.
+//!
+//! `--many-sessions` measures instead what many sessions cost the gateway in memory and how many
+//! requests 200 sessions get answered (`bench_sessions.rs`).
+
+#[path = "bench_sessions.rs"]
+mod sessions;
 
 use crate::catalog_file::read_tools;
 use crate::BadInput;
@@ -94,6 +100,29 @@ pub struct GatewayBenchArgs {
     /// a thread), which no real upstream allows; kept to compare with figures measured so.
     #[arg(long)]
     upstream_in_process: bool,
+    /// Measure many sessions instead: the gateway's memory with --idle-sessions open, after
+    /// they end and over --session-rounds, then --throughput-sessions sending requests.
+    #[arg(long)]
+    many_sessions: bool,
+    /// --many-sessions: sessions opened and kept idle.
+    #[arg(long, default_value_t = 10_000)]
+    idle_sessions: usize,
+    /// --many-sessions: further rounds of opening --idle-sessions sessions and deleting them.
+    #[arg(long, default_value_t = 3)]
+    session_rounds: usize,
+    /// --many-sessions: sessions sending requests at once in the throughput phase.
+    #[arg(long, default_value_t = 200)]
+    throughput_sessions: usize,
+    /// --many-sessions: how long the throughput phase runs, in seconds.
+    #[arg(long, default_value_t = 10.0)]
+    throughput_seconds: f64,
+    /// --many-sessions: what each session of the throughput phase sends, in turn: a
+    /// comma-separated list of ping, tools/list, search_tools.
+    #[arg(long, default_value = "ping,tools/list,search_tools")]
+    throughput_requests: String,
+    /// Run this program as the gateway instead of this one (to compare two builds in one run).
+    #[arg(long, hide = true)]
+    gateway_exe: Option<PathBuf>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -159,8 +188,21 @@ struct Report {
     targets: Vec<Target>,
 }
 
+/// What a run measured: the standard measurements or the many-session ones.
+enum Outcome {
+    Standard(Report),
+    Sessions(sessions::SessionsReport),
+}
+
 pub fn run(args: GatewayBenchArgs) -> Result<()> {
     check_args(&args)?;
+    let kinds = if args.many_sessions {
+        sessions::check_args(&args)?;
+        sessions::parse_kinds(&args.throughput_requests)
+            .map_err(|e| BadInput(format!("--throughput-requests: {e}")))?
+    } else {
+        Vec::new()
+    };
     let tools = catalog(&args)?;
     let queries = synthetic::synthetic_queries(500, SEED);
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -169,11 +211,15 @@ pub fn run(args: GatewayBenchArgs) -> Result<()> {
         .context("cannot start the async runtime")?;
     // The clients here are the gateway's own HTTP stack, which needs a TLS provider installed.
     toolsearch_gateway::upstream::ensure_crypto_provider();
-    let report = runtime.block_on(bench(&args, tools, queries))?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
-    } else {
-        print_table(&report);
+    match runtime.block_on(bench(&args, tools, queries, &kinds))? {
+        Outcome::Standard(report) if args.json => {
+            println!("{}", serde_json::to_string_pretty(&report)?)
+        }
+        Outcome::Standard(report) => print_table(&report),
+        Outcome::Sessions(report) if args.json => {
+            println!("{}", serde_json::to_string_pretty(&report)?)
+        }
+        Outcome::Sessions(report) => sessions::print_table(&report),
     }
     Ok(())
 }
@@ -231,7 +277,12 @@ fn catalog(args: &GatewayBenchArgs) -> Result<Vec<Tool>> {
     Ok(tools)
 }
 
-async fn bench(args: &GatewayBenchArgs, tools: Vec<Tool>, queries: Vec<String>) -> Result<Report> {
+async fn bench(
+    args: &GatewayBenchArgs,
+    tools: Vec<Tool>,
+    queries: Vec<String>,
+    kinds: &[sessions::Kind],
+) -> Result<Outcome> {
     let tool_count = tools.len();
     let shutdown = CancellationToken::new();
     let scratch = Scratch::new()?;
@@ -243,8 +294,13 @@ async fn bench(args: &GatewayBenchArgs, tools: Vec<Tool>, queries: Vec<String>) 
         let file = scratch.path().join("upstream-tools.json");
         std::fs::write(&file, serde_json::to_vec(&tools)?)
             .with_context(|| format!("writing {}", file.display()))?;
-        let child =
-            Listening::start("the upstream", &["bench", "upstream", "--tools"], &file).await?;
+        let child = Listening::start(
+            "the upstream",
+            None,
+            &["bench", "upstream", "--tools"],
+            &file,
+        )
+        .await?;
         let addr = child.addr;
         upstream_process = Some(child);
         addr
@@ -258,7 +314,7 @@ async fn bench(args: &GatewayBenchArgs, tools: Vec<Tool>, queries: Vec<String>) 
     .with_context(|| format!("writing {}", config.display()))?;
     let mut gateways = Vec::with_capacity(args.replicas);
     for _ in 0..args.replicas {
-        match Listening::start_gateway(&config).await {
+        match Listening::start_gateway(&config, args.gateway_exe.as_deref()).await {
             Ok(gateway) => gateways.push(gateway),
             Err(e) => {
                 for mut gateway in gateways {
@@ -269,7 +325,15 @@ async fn bench(args: &GatewayBenchArgs, tools: Vec<Tool>, queries: Vec<String>) 
             }
         }
     }
-    let outcome = measure(args, &gateways, &upstream_url, tool_count, &queries).await;
+    let outcome = if args.many_sessions {
+        sessions::measure(args, &gateways[0], tool_count, &queries, kinds)
+            .await
+            .map(Outcome::Sessions)
+    } else {
+        measure(args, &gateways, &upstream_url, tool_count, &queries)
+            .await
+            .map(Outcome::Standard)
+    };
     let mut stopped = Ok(());
     for mut gateway in gateways {
         stopped = stopped.and(gateway.stop().await);
@@ -882,9 +946,11 @@ struct Listening {
 }
 
 impl Listening {
-    async fn start_gateway(config: &Path) -> Result<Self> {
+    /// `exe` runs instead of this program when given.
+    async fn start_gateway(config: &Path, exe: Option<&Path>) -> Result<Self> {
         Self::start(
             "the gateway",
+            exe,
             &[
                 "serve",
                 "--http",
@@ -900,9 +966,18 @@ impl Listening {
         .await
     }
 
-    /// Runs this program with `args` and then `file`, and waits for the line naming its address.
-    async fn start(what: &'static str, args: &[&str], file: &Path) -> Result<Self> {
-        let exe = std::env::current_exe().context("finding this program to run the bench")?;
+    /// Runs `exe` (else this program) with `args` and then `file`, and waits for the line
+    /// naming its address.
+    async fn start(
+        what: &'static str,
+        exe: Option<&Path>,
+        args: &[&str],
+        file: &Path,
+    ) -> Result<Self> {
+        let exe = match exe {
+            Some(exe) => exe.to_path_buf(),
+            None => std::env::current_exe().context("finding this program to run the bench")?,
+        };
         let mut child = tokio::process::Command::new(&exe)
             .args(args)
             .arg(file)
@@ -1131,6 +1206,13 @@ mod tests {
             redis: None,
             replicas: 1,
             upstream_in_process: false,
+            many_sessions: false,
+            idle_sessions: 1,
+            session_rounds: 0,
+            throughput_sessions: 1,
+            throughput_seconds: 1.0,
+            throughput_requests: "ping".into(),
+            gateway_exe: None,
             json: true,
         };
         let tools = catalog(&args).unwrap();
