@@ -21,41 +21,10 @@ use toolsearch_core::Scope;
 use super::error::ApiError;
 use crate::config::RestConfig;
 use crate::error::GatewayError;
+pub use crate::shared::TokenId;
 
 /// The environment variable holding comma-separated tokens.
 pub const TOKENS_ENV: &str = "TOOLSEARCH_API_TOKENS";
-
-/// A token's identity where sessions are kept (the owner of an MCP session, in this process and
-/// in the shared store): HMAC-SHA256 of the token under a key derived from `state.prefix`, in
-/// hex. It depends on the token alone, so reordering, adding or removing other tokens never
-/// changes it, and replicas with the same tokens agree; it never shows the token.
-#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct TokenId(Arc<str>);
-
-impl TokenId {
-    /// An identity as the shared store keeps it.
-    pub fn from_stored(text: &str) -> Self {
-        Self(text.into())
-    }
-
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl std::fmt::Display for TokenId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::fmt::Debug for TokenId {
-    // Enough to tell identities apart in logs.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let short: String = self.0.chars().take(12).collect();
-        write!(f, "TokenId({short})")
-    }
-}
 
 /// The HMAC key of [`TokenId`]s for a deployment whose shared keys start with `prefix`: replicas
 /// that share sessions share the prefix, so they derive the same key.
@@ -74,7 +43,7 @@ fn identity(key: &[u8; 32], digest: &[u8; 32]) -> TokenId {
     mac.update(digest);
     let bytes = mac.finalize().into_bytes();
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    TokenId(hex.into())
+    TokenId::from_stored(&hex)
 }
 
 /// What a request that passed the token check may see: its token (by [`TokenId`], never by

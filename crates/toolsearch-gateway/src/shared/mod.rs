@@ -21,9 +21,39 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use toolsearch_core::SessionSnapshot;
 
-use crate::rest::TokenId;
-
 pub use redis_state::RedisState;
+
+/// A token's identity where sessions are kept (the owner of an MCP session, in this process and
+/// in the shared store): HMAC-SHA256 of the token under a key derived from `state.prefix`, in
+/// hex. It depends on the token alone, so reordering, adding or removing other tokens never
+/// changes it, and replicas with the same tokens agree; it never shows the token.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TokenId(Arc<str>);
+
+impl TokenId {
+    /// An identity as the shared store keeps it.
+    pub fn from_stored(text: &str) -> Self {
+        Self(text.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for TokenId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::fmt::Debug for TokenId {
+    // Enough to tell identities apart in logs.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let short: String = self.0.chars().take(12).collect();
+        write!(f, "TokenId({short})")
+    }
+}
 
 /// Why the shared state could not be read or written.
 #[derive(Debug, Clone, thiserror::Error)]

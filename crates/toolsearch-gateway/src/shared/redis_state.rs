@@ -24,9 +24,9 @@ use rmcp::transport::streamable_http_server::session::SessionState;
 use tokio::sync::broadcast;
 use toolsearch_core::SessionSnapshot;
 
+use super::TokenId;
 use super::{redacted, Limits, Notice, SharedOutput, SharedSessions, SharedStateError};
 use crate::config::StateConfig;
-use crate::rest::TokenId;
 
 /// Marks a session used (and every key of it, for the TTL), evicts the least recently used past
 /// the session bound, and returns the session's reveals.
