@@ -19,7 +19,7 @@
 //!   server asks for authorization, and under protocol 2026-07-28, whose per-request headers
 //!   rmcp writes.
 
-use std::sync::atomic::{AtomicI64, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -112,8 +112,6 @@ pub(crate) struct HttpCalls {
     hand_over: mpsc::UnboundedSender<ServerJsonRpcMessage>,
     relay: Arc<Relay>,
     next_id: AtomicI64,
-    /// Posts in a row that could not reach the server.
-    unreachable: AtomicU32,
 }
 
 /// A call about to be posted here: where, and under which id.
@@ -150,7 +148,6 @@ impl HttpCalls {
             hand_over,
             relay,
             next_id: AtomicI64::new(FIRST_ID),
-            unreachable: AtomicU32::new(0),
         }
     }
 
@@ -184,9 +181,6 @@ impl HttpCalls {
             .set_progress_token(prepared.progress_token());
         let message = ClientJsonRpcMessage::request(request, id.clone());
         let posted = self.client.post_direct(&prepared.route, message).await;
-        if posted.is_ok() {
-            self.unreachable.store(0, Ordering::Relaxed);
-        }
         match posted {
             Ok(StreamableHttpPostResponse::Json(message, _)) => {
                 let answer = self.read(message, &id).await;
@@ -213,23 +207,15 @@ impl HttpCalls {
     }
 
     /// What a failed post of `tools/call` means. A bad answer (an HTTP error, a page that is not
-    /// MCP, a body too large) is this call's error, and the session goes on; the connection is
-    /// gone only when the server cannot be reached [`GONE_AFTER`] times in a row.
+    /// MCP, a body too large) is this call's error, and the session goes on. A server that cannot
+    /// be reached at all is gone: every session's calls would fail alike, so its connection is
+    /// started again at once (with the supervisor's backoff).
     fn post_failed(&self, error: StreamableHttpError<reqwest::Error>) -> ServiceError {
-        let unreachable = matches!(&error, StreamableHttpError::Client(e) if e.is_connect());
-        if !unreachable {
-            self.unreachable.store(0, Ordering::Relaxed);
-            return self.refused(&bad_answer(&error));
-        }
-        let times = self.unreachable.fetch_add(1, Ordering::Relaxed) + 1;
-        if times >= GONE_AFTER {
-            self.unreachable.store(0, Ordering::Relaxed);
+        if matches!(&error, StreamableHttpError::Client(e) if e.is_connect()) {
+            tracing::warn!(target: "upstream", server = %self.server, "cannot be reached: {}", error_chain(&error));
             return ServiceError::TransportClosed;
         }
-        self.refused(&format!(
-            "cannot be reached ({}); try again: the gateway reconnects after {GONE_AFTER} failures in a row",
-            error_chain(&error)
-        ))
+        self.refused(&bad_answer(&error))
     }
 
     /// Reads the answer's SSE stream until the answer, resuming it when it ends before.
@@ -355,10 +341,6 @@ impl HttpCalls {
         )))
     }
 }
-
-/// Failures in a row to reach the server after which its connection counts as gone (and the
-/// session is started again).
-const GONE_AFTER: u32 = 3;
 
 /// Characters of an answer's body quoted in an error.
 const EXCERPT_CHARS: usize = 200;
