@@ -11,7 +11,10 @@
 //! - throughput: `--throughput-sessions` sessions sending `--throughput-requests` in turn, one
 //!   request at a time each, for `--throughput-seconds`.
 
-use super::{Bounds, GatewayBenchArgs, Listening, Phase, Samples, LIMIT, REQUEST_TIMEOUT};
+use super::{
+    print_targets, Bounds, GatewayBenchArgs, Listening, Phase, Samples, Target, LIMIT,
+    REQUEST_TIMEOUT,
+};
 use crate::BadInput;
 use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
@@ -102,14 +105,6 @@ pub(super) struct Memory {
     rss_mb: f64,
     /// `toolsearch_sessions_open` from `/metrics`.
     sessions_open: Option<u64>,
-}
-
-#[derive(Debug, Serialize)]
-pub(super) struct Target {
-    name: String,
-    target: String,
-    measured: String,
-    met: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -671,17 +666,7 @@ pub(super) fn print_table(report: &SessionsReport) {
         );
     }
     println!();
-    println!("| target | wanted | measured | met |");
-    println!("|---|---|---|---|");
-    for t in &report.targets {
-        println!(
-            "| {} | {} | {} | {} |",
-            t.name,
-            t.target,
-            t.measured,
-            if t.met { "yes" } else { "no" }
-        );
-    }
+    print_targets(&report.targets);
 }
 
 #[cfg(test)]
