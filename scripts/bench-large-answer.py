@@ -18,38 +18,18 @@ resident memory at the end (VmRSS), from /proc (Linux).
 """
 
 import argparse
-import http.client
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.parse
+
+from bench_gateway_common import LARGE_TEXT_TOOL, Session, answer_of, large_text, start_gateway
+from bench_gateway_common import serve_raw as serve_raw_stdio
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SERVER = os.path.join(HERE, "..", "crates", "toolsearch-cli", "tests", "clients", "large_answer_server.py")
-
-
-def post(conn, path, headers, message):
-    conn.request("POST", path, body=json.dumps(message).encode(), headers=headers)
-    response = conn.getresponse()
-    body = response.read()
-    if response.status >= 300:
-        sys.exit(f"{message.get('method')}: HTTP {response.status}: {body[:500]!r}")
-    return response, body
-
-
-def answer_of(body):
-    """The JSON-RPC message of a JSON body or of the last `data:` line of an SSE body."""
-    text = body.decode()
-    if text.lstrip().startswith("{"):
-        return json.loads(text)
-    data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
-    return json.loads([d for d in data if d][-1])
 
 
 def memory(pid):
@@ -60,31 +40,17 @@ def memory(pid):
 
 def serve_raw():
     """A bare stdio MCP server with one tool, `large_text`, whose answers are prepared once per size."""
-    lines = {}
-    line = "line {:06d} lorem ipsum dolor sit amet, consectetur adipiscing elit\n"
-    for raw in sys.stdin:
-        message = json.loads(raw)
-        request_id, method = message.get("id"), message.get("method")
-        if request_id is None:
-            continue
-        if method == "initialize":
-            result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
-                      "serverInfo": {"name": "bench-large-answer", "version": "1"}}
-        elif method == "tools/list":
-            result = {"tools": [{"name": "large_text", "description": "Answers with N million bytes of text",
-                                 "inputSchema": {"type": "object", "properties": {"megabytes": {"type": "number"}}}}]}
-        elif method == "tools/call":
-            size = int(message["params"]["arguments"]["megabytes"] * 1_000_000)
-            if size not in lines:
-                text = "".join(line.format(i) for i in range(size // len(line.format(0)) + 1))[:size]
-                lines[size] = json.dumps({"content": [{"type": "text", "text": text}]})
-            sys.stdout.write(f'{{"jsonrpc":"2.0","id":{json.dumps(request_id)},"result":{lines[size]}}}\n')
-            sys.stdout.flush()
-            continue
-        else:
-            result = {}
-        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}) + "\n")
+    answers = {}
+
+    def call(request_id, arguments):
+        size = int(arguments["megabytes"] * 1_000_000)
+        if size not in answers:
+            answers[size] = json.dumps({"content": [{"type": "text", "text": large_text(size)}]})
+        # Written as prepared: the time measured is the gateway's, not this server's encoding.
+        sys.stdout.write(f'{{"jsonrpc":"2.0","id":{json.dumps(request_id)},"result":{answers[size]}}}\n')
         sys.stdout.flush()
+
+    serve_raw_stdio("bench-large-answer", [LARGE_TEXT_TOOL], call)
 
 
 def main():
@@ -112,31 +78,9 @@ def main():
             # No model: the memory figures are the answer's alone.
             "[toolSearch.semantic]\nenabled = false\n"
         )
-    gateway = subprocess.Popen(
-        [args.binary, "serve", "--config", config, "--http", "127.0.0.1:0", "--wait-for-upstreams"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
+    gateway, endpoint = start_gateway(args.binary, config)
     try:
-        url = None
-        for line in gateway.stderr:
-            found = re.search(r"listening on (http://\S+)", line)
-            if found:
-                url = found.group(1)
-                break
-        if url is None:
-            sys.exit("the gateway exited without listening")
-        threading.Thread(target=lambda: [None for _ in gateway.stderr], daemon=True).start()
-        split = urllib.parse.urlsplit(url if url.rstrip("/").endswith("/mcp") else url.rstrip("/") + "/mcp")
-        conn = http.client.HTTPConnection(split.hostname, split.port)
-        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-        response, _ = post(conn, split.path, headers, {
-            "jsonrpc": "2.0", "id": 0, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                       "clientInfo": {"name": "bench-large-answer", "version": "1"}},
-        })
-        headers["Mcp-Session-Id"] = response.getheader("Mcp-Session-Id")
-        headers["MCP-Protocol-Version"] = "2025-11-25"
-        post(conn, split.path, headers, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        session = Session(endpoint, "bench-large-answer")
         print(f"gateway pid {gateway.pid}, before: {memory(gateway.pid)}")
         times = []
         for run in range(1, args.runs + 1):
@@ -145,7 +89,7 @@ def main():
                 "arguments": {"name": "large___large_text", "arguments": {"megabytes": args.megabytes}},
             }}
             start = time.perf_counter()
-            _, body = post(conn, split.path, headers, call)
+            _, body = session.post(call)
             elapsed = time.perf_counter() - start
             result = answer_of(body).get("result", {})
             offloaded = (result.get("structuredContent") or {}).get("offloaded")

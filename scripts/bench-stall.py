@@ -20,17 +20,16 @@ first words.
 """
 
 import argparse
-import http.client
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.parse
+
+from bench_gateway_common import LARGE_TEXT_TOOL, Session, large_text, start_gateway
+from bench_gateway_common import serve_raw as serve_raw_stdio
 
 VERBS = ["create", "list", "update", "delete", "export"]
 
@@ -41,71 +40,9 @@ def serve_raw(count):
               "description": f"{VERBS[i % len(VERBS)]} one record of table {i}",
               "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}}}
              for i in range(count)]
-    tools.append({"name": "large_text", "description": "Answers with N million bytes of text",
-                  "inputSchema": {"type": "object", "properties": {"megabytes": {"type": "number"}}}})
-    line = "line {:06d} lorem ipsum dolor sit amet, consectetur adipiscing elit\n"
-    for raw in sys.stdin:
-        message = json.loads(raw)
-        request_id, method = message.get("id"), message.get("method")
-        if request_id is None:
-            continue
-        if method == "initialize":
-            result = {"protocolVersion": message["params"]["protocolVersion"], "capabilities": {"tools": {}},
-                      "serverInfo": {"name": "bench-stall", "version": "1"}}
-        elif method == "tools/list":
-            result = {"tools": tools}
-        elif method == "tools/call":
-            size = int(message["params"]["arguments"].get("megabytes", 1) * 1_000_000)
-            text = "".join(line.format(i) for i in range(size // len(line.format(0)) + 1))[:size]
-            result = {"content": [{"type": "text", "text": text}]}
-        else:
-            result = {}
-        sys.stdout.write(json.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}) + "\n")
-        sys.stdout.flush()
-
-
-def answer_of(body):
-    """The JSON-RPC message of a JSON body or of the last `data:` line of an SSE body."""
-    text = body.decode()
-    if text.lstrip().startswith("{"):
-        return json.loads(text)
-    data = [line[5:].strip() for line in text.splitlines() if line.startswith("data:")]
-    return json.loads([d for d in data if d][-1])
-
-
-class Session:
-    """One MCP session over its own keep-alive connection."""
-
-    def __init__(self, host, port, path):
-        self.conn = http.client.HTTPConnection(host, port)
-        self.path = path
-        self.headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
-        self.next_id = 1
-        response, _ = self.post({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "bench-stall", "version": "1"}}})
-        self.headers["Mcp-Session-Id"] = response.getheader("Mcp-Session-Id")
-        self.headers["MCP-Protocol-Version"] = "2025-11-25"
-        self.post({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def post(self, message):
-        self.conn.request("POST", self.path, body=json.dumps(message).encode(), headers=self.headers)
-        response = self.conn.getresponse()
-        body = response.read()
-        if response.status >= 300:
-            sys.exit(f"{message.get('method')}: HTTP {response.status}: {body[:300]!r}")
-        return response, body
-
-    def request(self, method, params=None):
-        self.next_id += 1
-        message = {"jsonrpc": "2.0", "id": self.next_id, "method": method}
-        if params is not None:
-            message["params"] = params
-        _, body = self.post(message)
-        return answer_of(body)
-
-    def call(self, name, arguments):
-        return self.request("tools/call", {"name": name, "arguments": arguments})
+    tools.append(LARGE_TEXT_TOOL)
+    serve_raw_stdio("bench-stall", tools, lambda _id, arguments: {
+        "content": [{"type": "text", "text": large_text(int(arguments.get("megabytes", 1) * 1_000_000))}]})
 
 
 def pings(session, stop, out):
@@ -124,8 +61,8 @@ def summary(times):
             "max_ms": round(ordered[-1] * 1000, 2)}
 
 
-def run_case(case, args, host, port, path):
-    a, b = Session(host, port, path), Session(host, port, path)
+def run_case(case, args, endpoint):
+    a, b = Session(endpoint, "bench-stall"), Session(endpoint, "bench-stall")
     if case == "unknown-name":
         prefix = "create_record_"
         heavy = lambda: a.call(prefix + "x" * max(0, args.chars - len(prefix)), {})
@@ -189,24 +126,11 @@ def main():
             # No model: its indexing would take the cores the measurement needs.
             "[toolSearch.semantic]\nenabled = false\n"
         )
-    gateway = subprocess.Popen(
-        [args.binary, "serve", "--config", config, "--http", "127.0.0.1:0", "--wait-for-upstreams"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-    )
+    gateway, endpoint = start_gateway(args.binary, config)
     try:
-        url = None
-        for line in gateway.stderr:
-            found = re.search(r"listening on (http://\S+)", line)
-            if found:
-                url = found.group(1)
-                break
-        if url is None:
-            sys.exit("the gateway exited without listening")
-        threading.Thread(target=lambda: [None for _ in gateway.stderr], daemon=True).start()
-        split = urllib.parse.urlsplit(url if url.rstrip("/").endswith("/mcp") else url.rstrip("/") + "/mcp")
         cases = ["unknown-name", "add-tool", "search-output"] if args.case == "all" else [args.case]
         for case in cases:
-            run_case(case, args, split.hostname, split.port, split.path)
+            run_case(case, args, endpoint)
     finally:
         gateway.terminate()
         gateway.wait(timeout=30)
