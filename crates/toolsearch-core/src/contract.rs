@@ -169,6 +169,10 @@ pub struct SearchResults {
     pub mode: SearchMode,
     #[serde(flatten)]
     pub page: Page,
+    /// True when no result is a confident match: the tools listed are the closest guesses
+    /// (their scores say how weak), and fallback lists what the catalog offers instead.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub nothing_fits: bool,
     /// What to do next, when there is something to say.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -364,6 +368,10 @@ fn results(
 ) -> SearchResults {
     let page = Page::of(engine, &response, offset, schemas);
     let message = match (&response.fallback, page.tools.is_empty()) {
+        (Some(_), false) if response.nothing_fits => Some(
+            "No tool fits this request well: the results are the closest guesses, with low scores. Refine the query, or use the names, categories or servers in fallback."
+                .to_string(),
+        ),
         (Some(_), _) => Some(
             "No tool matched. Refine the query with the names, categories or servers in fallback."
                 .to_string(),
@@ -378,6 +386,7 @@ fn results(
         query: response.query,
         mode: response.mode,
         page,
+        nothing_fits: response.nothing_fits,
         message,
         fallback: response.fallback,
         servers_not_ready: Vec::new(),

@@ -2,6 +2,7 @@
 //! engine's ranker and the reference rankers it is measured against.
 
 pub mod dataset;
+pub mod fusion;
 pub mod metrics;
 pub mod rankers;
 pub mod run;

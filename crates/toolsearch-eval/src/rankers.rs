@@ -18,6 +18,15 @@ use toolsearch_core::{
 pub trait Ranker {
     fn name(&self) -> &'static str;
     fn rank(&self, query: &str, depth: usize) -> Result<Vec<Ranked>, EvalError>;
+
+    /// The ranking, and whether the ranker said that no tool fits (only the engine says so).
+    fn rank_with_verdict(
+        &self,
+        query: &str,
+        depth: usize,
+    ) -> Result<(Vec<Ranked>, bool), EvalError> {
+        Ok((self.rank(query, depth)?, false))
+    }
 }
 
 /// One result: the tool's position in the list the ranker was built from (so tools of equal
@@ -173,10 +182,18 @@ impl Ranker for EngineRanker {
     }
 
     fn rank(&self, query: &str, depth: usize) -> Result<Vec<Ranked>, EvalError> {
+        Ok(self.rank_with_verdict(query, depth)?.0)
+    }
+
+    fn rank_with_verdict(
+        &self,
+        query: &str,
+        depth: usize,
+    ) -> Result<(Vec<Ranked>, bool), EvalError> {
         let response = self
             .engine
             .search(&SearchRequest::new(query).mode(self.mode).limit(depth))?;
-        Ok(response
+        let ranked = response
             .tools
             .iter()
             .filter_map(|hit| {
@@ -186,7 +203,8 @@ impl Ranker for EngineRanker {
                     score: f64::from(hit.score),
                 })
             })
-            .collect())
+            .collect();
+        Ok((ranked, response.nothing_fits))
     }
 }
 

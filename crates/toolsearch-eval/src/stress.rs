@@ -228,6 +228,8 @@ pub struct RequestOutcome {
     pub top_score: f64,
     /// The first three results' names.
     pub top: Vec<String>,
+    /// The ranker said that no tool fits.
+    pub nothing_fits: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -241,8 +243,12 @@ pub struct RequestsRankerReport {
     pub fitting_nothing_returned: usize,
     pub fitting_top_score: Spread,
     pub unfit_top_score: Spread,
-    /// Unfit requests answered with no result at all (today the only "nothing fits").
+    /// Unfit requests answered with no result at all.
     pub unfit_nothing_returned: usize,
+    /// Unfit requests answered "nothing fits" (results or not): the right answer.
+    pub unfit_nothing_fits: usize,
+    /// Fitting requests answered "nothing fits": each one a wrong answer.
+    pub fitting_nothing_fits: usize,
     /// The lowest top score among the fitting requests whose first result fits: the highest
     /// confidence floor that keeps every right first answer (0 when there is none).
     pub lowest_right_top_score: f64,
@@ -282,7 +288,8 @@ pub fn evaluate_requests(
         let ranker = kind.build(&dataset.tools, config, embedder)?;
         let mut requests = Vec::with_capacity(dataset.queries.len());
         for query in &dataset.queries {
-            let ranked = ranker.rank(&query.text(with_instruction), RANK_DEPTH)?;
+            let (ranked, nothing_fits) =
+                ranker.rank_with_verdict(&query.text(with_instruction), RANK_DEPTH)?;
             let names: Vec<&str> = ranked
                 .iter()
                 .filter_map(|r| dataset.tools.get(r.tool).map(|t| t.name.as_str()))
@@ -298,6 +305,7 @@ pub fn evaluate_requests(
                 rank,
                 top_score: ranked.first().map_or(0.0, |r| r.score),
                 top: names.iter().take(3).map(|n| n.to_string()).collect(),
+                nothing_fits: nothing_fits || ranked.is_empty(),
             });
         }
         let scores = |fits: bool| -> Vec<f64> {
@@ -321,6 +329,12 @@ pub fn evaluate_requests(
                 .filter(|r| r.fits == fits && r.top.is_empty())
                 .count()
         };
+        let said_nothing_fits = |fits: bool| {
+            requests
+                .iter()
+                .filter(|r| r.fits == fits && r.nothing_fits)
+                .count()
+        };
         let right: Vec<f64> = requests
             .iter()
             .filter(|r| r.rank == Some(1))
@@ -335,6 +349,8 @@ pub fn evaluate_requests(
             fitting_top_score: Spread::of(&fit_scores),
             unfit_top_score: Spread::of(&unfit_scores),
             unfit_nothing_returned: nothing(false),
+            unfit_nothing_fits: said_nothing_fits(false),
+            fitting_nothing_fits: said_nothing_fits(true),
             lowest_right_top_score: floor.unwrap_or(0.0),
             unfit_at_or_above_floor: floor.map_or(0, |floor| {
                 unfit_scores.iter().filter(|&&s| s >= floor).count()

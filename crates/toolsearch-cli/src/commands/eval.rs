@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use toolsearch_core::{Embedder, SearchConfig};
 use toolsearch_embed::{CachedEmbedder, VectorCache};
+use toolsearch_eval::fusion;
 use toolsearch_eval::{
     evaluate, evaluate_pooled, evaluate_requests, self_retrieval, Dataset, DatasetReport,
     PooledReport, RankerKind, RequestsReport, Spread,
@@ -16,6 +17,15 @@ use toolsearch_eval::{
 const DEFAULT_DATASETS: &str = "../shared/eval/datasets";
 /// The everyday requests kept in the repository, relative to the project root.
 const EVERYDAY_DATASET: &str = "tests/data/everyday";
+
+/// The studies `--study` runs instead of a table of rankers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Study {
+    /// Hybrid fusion options, every free constant chosen by leave-one-dataset-out.
+    Fusion,
+    /// The two floors of "nothing fits", chosen by leave-one-dataset-out.
+    Floors,
+}
 
 /// The stress checks `--stress` runs instead of the datasets' own queries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -61,6 +71,11 @@ pub struct EvalArgs {
     /// `everyday` (plain requests over tests/data/everyday, some that no tool fits).
     #[arg(long, value_name = "CHECK")]
     stress: Option<Stress>,
+    /// Run a study of the hybrid ranker over the datasets instead: `fusion` (fusion options,
+    /// each constant chosen on four datasets and scored on the fifth) or `floors` (the
+    /// confidence floors of "nothing fits", chosen the same way). Needs the embedding model.
+    #[arg(long, value_name = "STUDY", conflicts_with = "stress")]
+    study: Option<Study>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -94,6 +109,9 @@ pub fn run(args: EvalArgs) -> Result<()> {
             .collect::<Result<_, _>>()?
     };
     let config = search_config(&args.settings)?;
+    if args.study.is_some() {
+        rankers = vec![RankerKind::Hybrid];
+    }
     let cached = if rankers.iter().any(|r| r.needs_model()) {
         load_cached_model(&args.model)
     } else {
@@ -144,6 +162,15 @@ pub fn run(args: EvalArgs) -> Result<()> {
         }
         datasets.push(dataset);
     }
+    if let (Some(study), Some(embedder)) = (args.study, embedder.as_ref()) {
+        let result = run_study(study, &datasets, &config, embedder, args.json);
+        if let Some(cached) = cached.as_deref() {
+            if let Err(error) = cached.save() {
+                eprintln!("warning: the evaluation's vector cache was not saved: {error}");
+            }
+        }
+        return result;
+    }
     let run = Run {
         rankers: &rankers,
         with_instruction: args.with_instruction,
@@ -173,6 +200,97 @@ pub fn run(args: EvalArgs) -> Result<()> {
         Some(Stress::Pooled) => run.pooled(&datasets),
         Some(Stress::Everyday) => run.requests(&datasets),
     }
+}
+
+fn run_study(
+    study: Study,
+    datasets: &[Dataset],
+    config: &SearchConfig,
+    embedder: &Arc<dyn Embedder>,
+    json: bool,
+) -> Result<()> {
+    let progress = |line: &str| eprintln!("{line}");
+    match study {
+        Study::Fusion => {
+            let reports = fusion::fusion_study(datasets, config, embedder, progress)?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &json!({ "study": "fusion", "methods": reports })
+                    )?
+                );
+                return Ok(());
+            }
+            for report in &reports {
+                println!(
+                    "{}: chosen on all datasets: {}",
+                    report.method, report.chosen_on_all
+                );
+                println!(
+                    "  {:<18} {:>8} {:>11}  chosen on the other datasets",
+                    "held out", "nDCG@10", "Complete@5"
+                );
+                for fold in &report.folds {
+                    println!(
+                        "  {:<18} {:>8.1} {:>11.1}  {}",
+                        fold.held_out,
+                        percent(fold.ndcg_at_10),
+                        percent(fold.complete_at_5),
+                        fold.chosen
+                    );
+                }
+                println!(
+                    "  {:<18} {:>8.2} {:>11.2}",
+                    "held-out mean",
+                    percent(report.held_out_ndcg_at_10),
+                    percent(report.held_out_complete_at_5)
+                );
+                println!();
+            }
+        }
+        Study::Floors => {
+            let report = fusion::floor_study(datasets, config, embedder, progress)?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&json!({ "study": "floors", "report": report }))?
+                );
+                return Ok(());
+            }
+            println!(
+                "floors chosen on all datasets: meaning_floor={} words_floor={}",
+                report.chosen_on_all.0, report.chosen_on_all.1
+            );
+            println!(
+                "  {:<18} {:>14} {:>12} {:>18} {:>20}",
+                "held out",
+                "meaning_floor",
+                "words_floor",
+                "unfit: nothing %",
+                "fitting: nothing %"
+            );
+            for fold in &report.folds {
+                println!(
+                    "  {:<18} {:>14} {:>12} {:>18.1} {:>20.1}",
+                    fold.held_out,
+                    fold.meaning_floor,
+                    fold.words_floor,
+                    percent(fold.unfit_said),
+                    percent(fold.fitting_said)
+                );
+            }
+            println!(
+                "  {:<18} {:>14} {:>12} {:>18.1} {:>20.1}",
+                "held-out mean",
+                "",
+                "",
+                percent(report.held_out_unfit_said),
+                percent(report.held_out_fitting_said)
+            );
+        }
+    }
+    Ok(())
 }
 
 /// What every kind of run shares.
@@ -396,7 +514,7 @@ fn print_requests(report: &RequestsReport) {
         report.name, report.tools, report.fitting, report.unfit
     );
     println!(
-        "  {:<12} {:>6} {:>6} {:>22} {:>22} {:>9} {:>8} {:>9}",
+        "  {:<12} {:>6} {:>6} {:>22} {:>22} {:>9} {:>8} {:>9} {:>16}",
         "ranker",
         "top-1",
         "top-3",
@@ -404,15 +522,24 @@ fn print_requests(report: &RequestsReport) {
         "unfit top score",
         "unfit",
         "floor",
-        "unfit"
+        "unfit",
+        "nothing fits"
     );
     println!(
-        "  {:<12} {:>6} {:>6} {:>22} {:>22} {:>9} {:>8} {:>9}",
-        "", "%", "%", "min / median / max", "min / median / max", "no result", "", "≥ floor"
+        "  {:<12} {:>6} {:>6} {:>22} {:>22} {:>9} {:>8} {:>9} {:>16}",
+        "",
+        "%",
+        "%",
+        "min / median / max",
+        "min / median / max",
+        "no result",
+        "",
+        "≥ floor",
+        "unfit / fitting"
     );
     for r in &report.rankers {
         println!(
-            "  {:<12} {:>6.1} {:>6.1} {:>22} {:>22} {:>9} {:>8.3} {:>9}",
+            "  {:<12} {:>6.1} {:>6.1} {:>22} {:>22} {:>9} {:>8.3} {:>9} {:>16}",
             r.ranker,
             percent(r.top_1),
             percent(r.top_3),
@@ -421,6 +548,7 @@ fn print_requests(report: &RequestsReport) {
             format!("{} of {}", r.unfit_nothing_returned, report.unfit),
             r.lowest_right_top_score,
             format!("{} of {}", r.unfit_at_or_above_floor, report.unfit),
+            format!("{} / {}", r.unfit_nothing_fits, r.fitting_nothing_fits),
         );
     }
     println!(

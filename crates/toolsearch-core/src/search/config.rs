@@ -72,6 +72,41 @@ pub struct SearchConfig {
     /// query embedding at about a third of a 256-token one, for 0.1 nDCG@10 on one dataset of
     /// five (docs/EVAL.md).
     pub max_embedded_query_chars: usize,
+    /// How one query's dense share is set: the same for every query, or from what its two
+    /// lists show (docs/EVAL.md, "Fusion that adapts per query").
+    pub fusion_weighting: FusionWeighting,
+    /// How strongly the per-query evidence moves the weight away from `dense_weight` (an
+    /// exponent on it; 0 is the fixed weight).
+    pub fusion_sharpness: f32,
+    /// The cosine similarity at which meaning alone makes a result confident (calibrated to
+    /// `CONFIDENT_SCORE`); chosen by leave-one-dataset-out (docs/EVAL.md, "Scores and nothing
+    /// fits").
+    pub meaning_floor: f32,
+    /// The keyword score, as a share of the most the query's words could give, at which words
+    /// alone make a result confident; chosen the same way.
+    pub words_floor: f32,
+}
+
+/// How hybrid search sets the dense share of one query's fusion. `dense_weight` is the prior in
+/// each; the adaptive ones move away from it by evidence of this query, learned from no labels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FusionWeighting {
+    /// `dense_weight` for every query.
+    Fixed,
+    /// Each list weighs by how far its first score stands out of its first ten (a z-score).
+    Standout,
+    /// The keyword side weighs by the share of the query's words the catalog knows.
+    Coverage,
+}
+
+impl FusionWeighting {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FusionWeighting::Fixed => "fixed",
+            FusionWeighting::Standout => "standout",
+            FusionWeighting::Coverage => "coverage",
+        }
+    }
 }
 
 /// Which of a tool's two vectors (see `search::dense`) give its similarity to a query.
@@ -105,8 +140,12 @@ pub enum Fusion {
     /// `dense_weight * dense + (1 - dense_weight) * keyword`, each scaled as
     /// `dense_normalization` says (min-max by default).
     Convex,
-    /// Reciprocal rank fusion: `Σ 1 / (rrf_k + rank)`, ranks only.
+    /// Reciprocal rank fusion: `Σ 1 / (rrf_k + rank)`, ranks only, each list's term weighed
+    /// by its share.
     Rrf,
+    /// The z-score sum times one plus the number of lists that hold the tool in their first
+    /// ten (CombMNZ): agreement of the two lists counts.
+    CombMnz,
 }
 
 impl Fusion {
@@ -115,6 +154,7 @@ impl Fusion {
             Fusion::ZScore => "zscore",
             Fusion::Convex => "convex",
             Fusion::Rrf => "rrf",
+            Fusion::CombMnz => "combmnz",
         }
     }
 }
@@ -180,6 +220,10 @@ impl Default for SearchConfig {
             dense_for_keyword_hits: true,
             min_similarity: 0.25,
             max_embedded_query_chars: 400,
+            fusion_weighting: FusionWeighting::Fixed,
+            fusion_sharpness: 1.0,
+            meaning_floor: 0.45,
+            words_floor: 0.5,
         }
     }
 }
@@ -198,7 +242,7 @@ impl SearchConfig {
                 "`{key}={value}`: {what}; known keys: k1, exact_form_boost, fuzzy, threshold, \
                  top_band, query_term_frequency, numeric_query_words, \
                  server_aggregation, name_coverage, proximity, synonym_weight, drop_request_filler, \
-                 fusion (zscore, convex or rrf), dense_weight, dense_view (max, whole or purpose), dense_for_keyword_hits, min_similarity, dense_normalization (minmax, max or raw), rrf_k, dense_candidates, max_embedded_query_chars, and FIELD.weight / FIELD.b for FIELD in {}",
+                 fusion (zscore, convex, rrf or combmnz), fusion_weighting (fixed, standout or coverage), fusion_sharpness, meaning_floor, words_floor, dense_weight, dense_view (max, whole or purpose), dense_for_keyword_hits, min_similarity, dense_normalization (minmax, max or raw), rrf_k, dense_candidates, max_embedded_query_chars, and FIELD.weight / FIELD.b for FIELD in {}",
                 Field::ALL.map(Field::as_str).join(", ")
             ))
         };
@@ -243,9 +287,21 @@ impl SearchConfig {
                     "zscore" => Fusion::ZScore,
                     "convex" => Fusion::Convex,
                     "rrf" => Fusion::Rrf,
-                    _ => return Err(bad("expected zscore, convex or rrf")),
+                    "combmnz" => Fusion::CombMnz,
+                    _ => return Err(bad("expected zscore, convex, rrf or combmnz")),
                 }
             }
+            "fusion_weighting" => {
+                self.fusion_weighting = match value {
+                    "fixed" => FusionWeighting::Fixed,
+                    "standout" => FusionWeighting::Standout,
+                    "coverage" => FusionWeighting::Coverage,
+                    _ => return Err(bad("expected fixed, standout or coverage")),
+                }
+            }
+            "fusion_sharpness" => self.fusion_sharpness = number()?,
+            "meaning_floor" => self.meaning_floor = number()?,
+            "words_floor" => self.words_floor = number()?,
             "dense_weight" => self.dense_weight = number()?,
             "dense_view" => {
                 self.dense_view = match value {

@@ -14,7 +14,9 @@ mod query;
 mod synonyms;
 mod terms;
 
-pub use config::{DenseNormalization, DenseView, FieldParams, Fusion, SearchConfig};
+pub use config::{
+    DenseNormalization, DenseView, FieldParams, Fusion, FusionWeighting, SearchConfig,
+};
 pub use dense::{PendingVector, VectorStatus};
 pub use explain::MatchedOn;
 pub use field::Field;
@@ -147,7 +149,60 @@ pub struct SearchHit {
     /// Normalised to 0..1; 1 for an exact-name match.
     pub score: f32,
     pub matched_on: Vec<MatchedOn>,
+    /// What the score rests on, before calibration (for evaluation and diagnosis).
+    #[serde(skip)]
+    pub evidence: Evidence,
 }
+
+/// The evidence behind a result: its cosine similarity to the query (when the search read
+/// meaning and the tool has vectors) and its keyword score as a share of the most this query's
+/// words could give a tool, times the share of the query's content words the catalog knows
+/// (0 when no query word matched it).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Evidence {
+    pub similarity: Option<f32>,
+    pub words: f32,
+}
+
+/// A calibrated score below this says the result is a guess: when no result of a search reaches
+/// it, the search says that no tool fits.
+pub const CONFIDENT_SCORE: f32 = 0.5;
+
+/// Maps `value` (clamped to 0..1) onto 0..1 so that `floor` lands on [`CONFIDENT_SCORE`]:
+/// linear from 0 to the floor, and from the floor to 1. A fixed, documented function of the
+/// evidence alone, so that a score means the same in every query and catalog.
+pub fn calibrate(value: f32, floor: f32) -> f32 {
+    let value = if value.is_finite() {
+        value.clamp(0.0, 1.0)
+    } else {
+        0.0
+    };
+    let floor = if floor.is_finite() {
+        floor.clamp(0.01, 0.99)
+    } else {
+        0.5
+    };
+    if value < floor {
+        CONFIDENT_SCORE * value / floor
+    } else {
+        CONFIDENT_SCORE + (1.0 - CONFIDENT_SCORE) * (value - floor) / (1.0 - floor)
+    }
+}
+
+/// A result's calibrated score: the stronger of its two kinds of evidence, each through
+/// [`calibrate`] with its floor (`meaning_floor` for the similarity, `words_floor` for the
+/// keyword share). Either kind alone can make a result confident; a weak similarity and a
+/// match of a few minor words both stay below [`CONFIDENT_SCORE`].
+pub fn confidence(evidence: Evidence, config: &SearchConfig) -> f32 {
+    let meaning = evidence
+        .similarity
+        .map_or(0.0, |s| calibrate(s, config.meaning_floor));
+    meaning.max(calibrate(evidence.words, config.words_floor))
+}
+
+/// The dense side's first tool is kept past the top band when its similarity beats the
+/// second's by at least this much: a clear pick by meaning is not a guess.
+pub const DENSE_CLEAR_MARGIN: f32 = 0.05;
 
 fn serialize_arc_tool<S: serde::Serializer>(tool: &Arc<Tool>, s: S) -> Result<S::Ok, S::Error> {
     tool.as_ref().serialize(s)
@@ -177,6 +232,9 @@ pub struct SearchResponse {
     pub mode: SearchMode,
     /// Matches after filters and threshold, before the cap.
     pub total_matches: usize,
+    /// No result reaches [`CONFIDENT_SCORE`]: the tools returned are guesses, and `fallback`
+    /// says what the catalog offers instead.
+    pub nothing_fits: bool,
     pub fallback: Option<Fallback>,
     pub tools: Vec<SearchHit>,
 }
@@ -197,6 +255,7 @@ struct Candidate {
     exact: bool,
     /// Found by meaning only: no query word matched it.
     by_meaning: bool,
+    evidence: Evidence,
 }
 
 impl Candidate {
@@ -206,6 +265,7 @@ impl Candidate {
             score,
             exact: false,
             by_meaning: false,
+            evidence: Evidence::default(),
         }
     }
 }
@@ -272,6 +332,12 @@ impl SearchEngine {
 
     pub fn config(&self) -> &SearchConfig {
         &self.config
+    }
+
+    /// Replaces the ranking parameters; every one is read at search time, so the index and the
+    /// vectors stay as they are (for studies that compare settings over one catalog).
+    pub fn set_config(&mut self, config: SearchConfig) {
+        self.config = config;
     }
 
     pub fn policy(&self) -> &CatalogPolicy {
@@ -482,6 +548,8 @@ impl SearchEngine {
         if mode == SearchMode::Hybrid && self.dense.len() == 0 {
             mode = SearchMode::Keyword;
         }
+        // The dense side's first tool, when it leads the second by a clear margin.
+        let mut dense_first = None;
         let mut candidates = match mode {
             SearchMode::Keyword | SearchMode::Hybrid | SearchMode::Semantic if query.is_empty() => {
                 return Ok(self.browse(request))
@@ -491,8 +559,11 @@ impl SearchEngine {
                 if mode == SearchMode::Hybrid {
                     match self.dense_ranking(query, &request.filters, usize::MAX) {
                         Ok(all) => {
+                            // Read over the whole ranking, before the list is cut to candidates.
+                            let dense_standout = standout(all.iter().map(|&(_, s)| s));
+                            dense_first = clear_first(&all);
                             let dense = self.dense_list(&keyword, all);
-                            self.fuse(keyword, &dense)
+                            self.fuse(query, keyword, &dense, dense_standout)
                         }
                         Err(error) => {
                             tracing::warn!(%error, "hybrid search fell back to keyword search");
@@ -510,6 +581,10 @@ impl SearchEngine {
                 .filter(|&(_, similarity)| similarity > 0.0)
                 .map(|(slot, similarity)| Candidate {
                     by_meaning: true,
+                    evidence: Evidence {
+                        similarity: Some(similarity),
+                        words: 0.0,
+                    },
                     ..Candidate::new(slot, similarity.min(0.999))
                 })
                 .collect(),
@@ -534,19 +609,48 @@ impl SearchEngine {
         let after_threshold = candidates.len();
         if let Some(band) = request.top_band.or(self.config.top_band) {
             let best = candidates.iter().map(|c| c.score).fold(0.0, f32::max);
-            candidates.retain(|c| c.exact || c.score >= best * band);
+            candidates.retain(|c| c.exact || c.score >= best * band || Some(c.slot) == dense_first);
         }
         let total_matches = candidates.len();
+        // Scores of the modes that read evidence become its calibrated confidence.
+        let calibrated = matches!(
+            mode,
+            SearchMode::Keyword | SearchMode::Hybrid | SearchMode::Semantic
+        );
+        let nothing_fits = if calibrated {
+            !candidates
+                .iter()
+                .any(|c| c.exact || confidence(c.evidence, &self.config) >= CONFIDENT_SCORE)
+        } else {
+            candidates.is_empty()
+        };
         let explained = explain::resolve(&self.index, &terms);
         self.sort_page(
             &mut candidates,
             request.offset.saturating_add(request.limit),
         );
+        // Each score is the result's confidence, capped by the one above it so that the list
+        // reads best first: the ranking is the fusion's, the numbers are the evidence's.
+        let mut cap = 1.0f32;
+        let shown: Vec<f32> = candidates
+            .iter()
+            .map(|c| {
+                if c.exact {
+                    1.0
+                } else if calibrated {
+                    cap = cap.min(confidence(c.evidence, &self.config).min(0.999));
+                    cap
+                } else {
+                    c.score
+                }
+            })
+            .collect();
         let tools: Vec<SearchHit> = candidates
             .iter()
+            .zip(shown)
             .skip(request.offset)
             .take(request.limit)
-            .filter_map(|c| {
+            .filter_map(|(c, shown)| {
                 let tool = self.index.tool(c.slot)?.clone();
                 let matched_on = if c.exact {
                     vec![MatchedOn {
@@ -566,12 +670,14 @@ impl SearchEngine {
                 };
                 Some(SearchHit {
                     tool,
-                    score: if c.exact { 1.0 } else { c.score },
+                    score: shown,
                     matched_on,
+                    evidence: c.evidence,
                 })
             })
             .collect();
-        let fallback = (total_matches == 0).then(|| self.fallback(&request.filters));
+        let fallback =
+            (total_matches == 0 || nothing_fits).then(|| self.fallback(&request.filters));
         tracing::debug!(
             query,
             mode = mode.as_str(),
@@ -587,6 +693,7 @@ impl SearchEngine {
             query: request.query.clone(),
             mode,
             total_matches,
+            nothing_fits,
             fallback,
             tools,
         })
@@ -642,9 +749,22 @@ impl SearchEngine {
             }
         }
         .max(f32::EPSILON);
+        // The score is a share of what the words the catalog knows could give; as evidence it
+        // is also scaled by the share of the query those words are, so that a match of one
+        // known word in a request of many unknown ones (or of a fuzzy guess) stays weak.
+        let coverage = self.query_coverage(query);
         Ok(touched
             .iter()
-            .map(|&slot| Candidate::new(slot, (hits.scores[slot as usize] / max_score).min(0.999)))
+            .map(|&slot| {
+                let score = (hits.scores[slot as usize] / max_score).min(0.999);
+                Candidate {
+                    evidence: Evidence {
+                        similarity: None,
+                        words: score * coverage,
+                    },
+                    ..Candidate::new(slot, score)
+                }
+            })
             .collect())
     }
 
@@ -704,43 +824,91 @@ impl SearchEngine {
             .collect()
     }
 
-    /// One list from the keyword candidates and the dense ranking, as the config says.
-    fn fuse(&self, keyword: Vec<Candidate>, dense: &[(u32, f32)]) -> Vec<Candidate> {
-        let by_words: rustc_hash::FxHashSet<u32> = keyword.iter().map(|c| c.slot).collect();
-        let lexical: Vec<(u32, f32)> = keyword.iter().map(|c| (c.slot, c.score)).collect();
+    /// One list from the keyword candidates and the dense ranking, as the config says, with the
+    /// dense share of this query (`query_dense_weight`). `dense` is best first.
+    fn fuse(
+        &self,
+        query: &str,
+        keyword: Vec<Candidate>,
+        dense: &[(u32, f32)],
+        dense_standout: Option<f32>,
+    ) -> Vec<Candidate> {
+        let words: rustc_hash::FxHashMap<u32, f32> =
+            keyword.iter().map(|c| (c.slot, c.evidence.words)).collect();
+        let similarity: rustc_hash::FxHashMap<u32, f32> = dense.iter().copied().collect();
+        let mut lexical: Vec<(u32, f32)> = keyword.iter().map(|c| (c.slot, c.score)).collect();
+        lexical.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        let alpha = self.query_dense_weight(query, &lexical, dense_standout);
         let fused = match self.config.fusion {
-            Fusion::ZScore => {
-                crate::embed::z_score_combination(&lexical, dense, self.config.dense_weight)
-            }
+            Fusion::ZScore => crate::embed::z_score_combination(&lexical, dense, alpha),
             Fusion::Convex => {
                 if self.config.dense_normalization == DenseNormalization::MinMax {
-                    crate::embed::convex_combination(&lexical, dense, self.config.dense_weight)
+                    crate::embed::convex_combination(&lexical, dense, alpha)
                 } else {
                     let dense = self.normalize_dense(dense);
-                    crate::embed::fusion::weighted_sum(&lexical, &dense, self.config.dense_weight)
+                    crate::embed::fusion::weighted_sum(&lexical, &dense, alpha)
                 }
             }
-            Fusion::Rrf => {
-                let mut lexical_ranked = lexical;
-                lexical_ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-                let words: Vec<u32> = lexical_ranked.iter().map(|&(slot, _)| slot).collect();
-                let meaning: Vec<u32> = dense.iter().map(|&(slot, _)| slot).collect();
-                let k = self.config.rrf_k.max(0.0);
-                // First in both lists is the most a tool can score: scale that to 1.
-                let best = 2.0 / (k + 1.0);
-                crate::embed::reciprocal_rank_fusion(&[&words, &meaning], k)
-                    .into_iter()
-                    .map(|(slot, score)| (slot, score / best))
-                    .collect()
-            }
+            Fusion::Rrf => weighted_rrf(&lexical, dense, alpha, self.config.rrf_k),
+            Fusion::CombMnz => comb_mnz(&lexical, dense, alpha),
         };
         fused
             .into_iter()
             .map(|(slot, score)| Candidate {
-                by_meaning: !by_words.contains(&slot),
+                by_meaning: !words.contains_key(&slot),
+                evidence: Evidence {
+                    similarity: similarity.get(&slot).copied(),
+                    words: words.get(&slot).copied().unwrap_or(0.0),
+                },
                 ..Candidate::new(slot, score.clamp(0.0, 0.999))
             })
             .collect()
+    }
+
+    /// The dense share of one query's fusion: `dense_weight`, moved by what this query's lists
+    /// show when `fusion_weighting` says so. `lexical` is best first.
+    fn query_dense_weight(
+        &self,
+        query: &str,
+        lexical: &[(u32, f32)],
+        dense_standout: Option<f32>,
+    ) -> f32 {
+        let prior = finite_or(self.config.dense_weight, 0.0).clamp(0.0, 1.0);
+        let sharpness = finite_or(self.config.fusion_sharpness, 0.0).max(0.0);
+        match self.config.fusion_weighting {
+            FusionWeighting::Fixed => prior,
+            FusionWeighting::Standout => {
+                match (standout(lexical.iter().map(|&(_, s)| s)), dense_standout) {
+                    (Some(words), Some(meaning)) => {
+                        share(prior, meaning.powf(sharpness), words.powf(sharpness))
+                    }
+                    _ => prior,
+                }
+            }
+            FusionWeighting::Coverage => {
+                share(prior, 1.0, self.query_coverage(query).powf(sharpness))
+            }
+        }
+    }
+
+    /// The share of the query's content words (not stopwords or request filler) that some tool
+    /// of the catalog holds, as written or as a stem; 1 for a query without content words.
+    fn query_coverage(&self, query: &str) -> f32 {
+        let tokens = self.index.analyzer().tokens(query);
+        let content: Vec<&analyzer::Token> = tokens
+            .iter()
+            .filter(|t| !analyzer::is_stopword(&t.raw) && !analyzer::is_request_filler(&t.raw))
+            .collect();
+        if content.is_empty() {
+            return 1.0;
+        }
+        let known = content
+            .iter()
+            .filter(|t| {
+                self.index.term_id(&t.stem).is_some() || self.index.term_id(&t.raw).is_some()
+            })
+            .count();
+        known as f32 / content.len() as f32
     }
 
     /// The dense similarities on the keyword scores' scale, as the config says.
@@ -866,6 +1034,7 @@ impl SearchEngine {
             query: request.query.clone(),
             mode: request.mode,
             total_matches: all.len(),
+            nothing_fits: false,
             fallback: None,
             tools: all
                 .into_iter()
@@ -875,6 +1044,7 @@ impl SearchEngine {
                     tool: tool.clone(),
                     score: 0.0,
                     matched_on: Vec::new(),
+                    evidence: Evidence::default(),
                 })
                 .collect(),
         }
@@ -947,6 +1117,107 @@ fn embeddable_query(query: &str, max: usize) -> String {
         chars += needed;
     }
     out
+}
+
+/// How many of a list's best scores `standout` reads.
+const STANDOUT_DEPTH: usize = 10;
+
+/// How far the best of `scores` stands out of the best `STANDOUT_DEPTH`: its distance above
+/// their mean in standard deviations of them. `None` with fewer than three scores or no spread:
+/// such a list says nothing about itself.
+fn standout(scores: impl Iterator<Item = f32>) -> Option<f32> {
+    let mut top: Vec<f32> = scores.filter(|s| s.is_finite()).collect();
+    if top.len() > STANDOUT_DEPTH {
+        top.select_nth_unstable_by(STANDOUT_DEPTH - 1, |a, b| b.total_cmp(a));
+        top.truncate(STANDOUT_DEPTH);
+    }
+    if top.len() < 3 {
+        return None;
+    }
+    let n = top.len() as f32;
+    let mean = top.iter().sum::<f32>() / n;
+    let deviation = (top.iter().map(|s| (s - mean).powi(2)).sum::<f32>() / n).sqrt();
+    let best = top.iter().copied().fold(f32::MIN, f32::max);
+    (deviation > f32::EPSILON).then(|| (best - mean) / deviation)
+}
+
+/// The first of a best-first similarity ranking when it leads the second by
+/// [`DENSE_CLEAR_MARGIN`] (or stands alone).
+fn clear_first(ranked: &[(u32, f32)]) -> Option<u32> {
+    match ranked {
+        [(slot, _)] => Some(*slot),
+        [(slot, first), (_, second), ..] if first - second >= DENSE_CLEAR_MARGIN => Some(*slot),
+        _ => None,
+    }
+}
+
+/// The dense share when the prior `prior` meets evidence for each side: `prior × meaning`
+/// against `(1 − prior) × words`; the prior itself when neither side has any.
+fn share(prior: f32, meaning: f32, words: f32) -> f32 {
+    let (meaning, words) = (prior * meaning.max(0.0), (1.0 - prior) * words.max(0.0));
+    if meaning + words > 0.0 && (meaning + words).is_finite() {
+        meaning / (meaning + words)
+    } else {
+        prior
+    }
+}
+
+fn finite_or(value: f32, default: f32) -> f32 {
+    if value.is_finite() {
+        value
+    } else {
+        default
+    }
+}
+
+/// Reciprocal rank fusion with a share per list: `(1 − alpha) / (k + keyword rank) + alpha /
+/// (k + dense rank)`, ranks from 1, scaled so that first in both scores 1. Both lists best first.
+fn weighted_rrf(
+    lexical: &[(u32, f32)],
+    dense: &[(u32, f32)],
+    alpha: f32,
+    k: f32,
+) -> Vec<(u32, f32)> {
+    let k = finite_or(k, 0.0).max(0.0);
+    let mut fused: rustc_hash::FxHashMap<u32, f32> = Default::default();
+    for (list, weight) in [(lexical, 1.0 - alpha), (dense, alpha)] {
+        for (rank, &(slot, _)) in list.iter().enumerate() {
+            let entry = fused.entry(slot).or_insert(0.0);
+            *entry += weight / (k + rank as f32 + 1.0) * (k + 1.0);
+        }
+    }
+    sorted_best_first(fused.into_iter().collect())
+}
+
+/// CombMNZ over z-scores: the weighted z-score sum (as `Fusion::ZScore`) times one plus the
+/// number of lists holding the tool among their first `STANDOUT_DEPTH`, divided by the best.
+/// Both lists best first.
+fn comb_mnz(lexical: &[(u32, f32)], dense: &[(u32, f32)], alpha: f32) -> Vec<(u32, f32)> {
+    let head = |list: &[(u32, f32)]| -> rustc_hash::FxHashSet<u32> {
+        list.iter()
+            .take(STANDOUT_DEPTH)
+            .map(|&(slot, _)| slot)
+            .collect()
+    };
+    let (words, meaning) = (head(lexical), head(dense));
+    let mut fused: Vec<(u32, f32)> = crate::embed::z_score_combination(lexical, dense, alpha)
+        .into_iter()
+        .map(|(slot, score)| {
+            let lists =
+                1 + usize::from(words.contains(&slot)) + usize::from(meaning.contains(&slot));
+            (slot, score * lists as f32)
+        })
+        .collect();
+    let best = fused.iter().map(|&(_, s)| s).fold(0.0, f32::max);
+    if best > 0.0 {
+        fused.iter_mut().for_each(|(_, s)| *s /= best);
+    }
+    sorted_best_first(fused)
+}
+
+fn sorted_best_first(mut list: Vec<(u32, f32)>) -> Vec<(u32, f32)> {
+    list.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    list
 }
 
 /// The query without surrounding whitespace, quotes or backticks.

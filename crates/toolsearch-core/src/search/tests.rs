@@ -27,3 +27,122 @@ fn the_model_reads_a_query_without_its_keyword_syntax() {
     );
     assert_eq!(embeddable_query("((((", 100), "");
 }
+
+#[test]
+fn calibration_puts_the_floor_at_the_confident_score() {
+    assert_eq!(calibrate(0.0, 0.4), 0.0);
+    assert!((calibrate(0.4, 0.4) - CONFIDENT_SCORE).abs() < 1e-6);
+    assert!((calibrate(1.0, 0.4) - 1.0).abs() < 1e-6);
+    assert!((calibrate(0.2, 0.4) - 0.25).abs() < 1e-6);
+    // Monotone, clamped, and a broken value is no evidence.
+    let steps: Vec<f32> = (0..=20).map(|i| calibrate(i as f32 / 20.0, 0.45)).collect();
+    assert!(steps.windows(2).all(|w| w[0] <= w[1]), "{steps:?}");
+    assert_eq!(calibrate(-0.3, 0.4), 0.0);
+    assert!((calibrate(1.7, 0.4) - 1.0).abs() < 1e-6);
+    assert_eq!(calibrate(f32::NAN, 0.4), 0.0);
+}
+
+#[test]
+fn confidence_is_the_stronger_evidence_and_weak_evidence_stays_below_the_floor() {
+    let config = SearchConfig {
+        meaning_floor: 0.45,
+        words_floor: 0.5,
+        ..SearchConfig::default()
+    };
+    let of =
+        |similarity: Option<f32>, words: f32| confidence(Evidence { similarity, words }, &config);
+    // Either kind alone at its floor is confident.
+    assert!(of(Some(0.45), 0.0) >= CONFIDENT_SCORE);
+    assert!(of(None, 0.5) >= CONFIDENT_SCORE);
+    // Both weak: a guess.
+    assert!(of(Some(0.3), 0.3) < CONFIDENT_SCORE);
+    assert!(of(None, 0.0) == 0.0);
+    // The stronger side decides, whatever the other says.
+    assert_eq!(of(Some(0.8), 0.1), of(Some(0.8), 0.0));
+}
+
+#[test]
+fn the_dense_first_is_clear_only_with_a_margin() {
+    assert_eq!(clear_first(&[(4, 0.6), (9, 0.5)]), Some(4));
+    assert_eq!(clear_first(&[(4, 0.6), (9, 0.58)]), None);
+    assert_eq!(clear_first(&[(4, 0.2)]), Some(4));
+    assert_eq!(clear_first(&[]), None);
+}
+
+#[test]
+fn standout_reads_how_far_the_best_stands_out() {
+    assert_eq!(standout([0.5, 0.4].into_iter()), None);
+    assert_eq!(standout([0.5, 0.5, 0.5].into_iter()), None);
+    let flat = standout([0.50, 0.49, 0.48, 0.47].into_iter()).unwrap();
+    let sharp = standout([0.9, 0.3, 0.29, 0.28].into_iter()).unwrap();
+    assert!(sharp > flat, "{sharp} {flat}");
+    // The weight leans to the side whose best stands out more, and is the prior otherwise.
+    assert!((share(0.65, 1.0, 1.0) - 0.65).abs() < 1e-6);
+    assert!(share(0.65, 3.0, 1.0) > 0.65);
+    assert!(share(0.65, 1.0, 3.0) < 0.65);
+    assert!((share(0.65, 0.0, 0.0) - 0.65).abs() < 1e-6);
+}
+
+fn everyday_engine() -> SearchEngine {
+    let tool = |server: &str, name: &str, description: &str| {
+        let mut tool = Tool::new(name, description);
+        tool.server = server.to_string();
+        tool
+    };
+    SearchEngine::from_tools([
+        tool(
+            "files",
+            "read_file",
+            "Read a file from disk, either as text or as bytes.",
+        ),
+        tool("files", "list_directory", "List the files in a directory."),
+        tool("clock", "get_time", "Get the current time in a time zone."),
+        tool("notes", "add_note", "Save a note for later."),
+    ])
+    .unwrap()
+}
+
+/// A request about nothing in the catalog is answered "nothing fits", with low scores and the
+/// fallback, on the contract every face writes; a request the catalog fits is not.
+#[test]
+fn a_request_no_tool_fits_is_answered_nothing_fits() {
+    let engine = everyday_engine();
+    let options = crate::contract::SearchOptions::default();
+    for request in ["what is the weather in Paris", "order a pizza to my door"] {
+        let results = crate::contract::search(
+            &engine,
+            &crate::contract::SearchArgs::new(request),
+            &options,
+        )
+        .unwrap();
+        assert!(results.nothing_fits, "{request}: {results:?}");
+        assert!(results.fallback.is_some(), "{request}");
+        assert!(results.message.is_some(), "{request}");
+        assert!(
+            results
+                .page
+                .tools
+                .iter()
+                .all(|t| t.score < f64::from(CONFIDENT_SCORE)),
+            "{request}: {results:?}"
+        );
+        let json = serde_json::to_value(&results).unwrap();
+        assert_eq!(json["nothingFits"], true);
+    }
+    for request in [
+        "read a file",
+        "list the files in a directory",
+        "current time",
+    ] {
+        let results = crate::contract::search(
+            &engine,
+            &crate::contract::SearchArgs::new(request),
+            &options,
+        )
+        .unwrap();
+        assert!(!results.nothing_fits, "{request}: {results:?}");
+        assert!(results.page.tools[0].score >= f64::from(CONFIDENT_SCORE));
+        let json = serde_json::to_value(&results).unwrap();
+        assert!(json.get("nothingFits").is_none());
+    }
+}
