@@ -1,6 +1,7 @@
 //! Retrieval-quality evaluation: datasets of queries with relevant tools, the metrics, the
 //! engine's ranker and the reference rankers it is measured against.
 
+pub mod ablation;
 pub mod dataset;
 pub mod fusion;
 pub mod metrics;

@@ -76,6 +76,11 @@ pub struct EvalArgs {
     /// confidence floors of "nothing fits", chosen the same way). Needs the embedding model.
     #[arg(long, value_name = "STUDY", conflicts_with = "stress")]
     study: Option<Study>,
+    /// Run the keyword engine's feature ablation instead: every ranking feature with and without
+    /// it, and the field weights and k1 over a grid, each kept or chosen by leave-one-dataset-out
+    /// (docs/EVAL.md, "Ablation"). `--set` changes the configuration it starts from.
+    #[arg(long, conflicts_with = "stress")]
+    ablation: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -111,6 +116,9 @@ pub fn run(args: EvalArgs) -> Result<()> {
     let config = search_config(&args.settings)?;
     if args.study.is_some() {
         rankers = vec![RankerKind::Hybrid];
+    }
+    if args.ablation {
+        rankers = vec![RankerKind::Toolsearch];
     }
     let cached = if rankers.iter().any(|r| r.needs_model()) {
         load_cached_model(&args.model)
@@ -170,6 +178,17 @@ pub fn run(args: EvalArgs) -> Result<()> {
             }
         }
         return result;
+    }
+    if args.ablation {
+        let report = toolsearch_eval::ablation::ablation_study(&datasets, &config, |line| {
+            eprintln!("{line}")
+        })?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&report)?);
+        } else {
+            print!("{}", report.markdown());
+        }
+        return Ok(());
     }
     let run = Run {
         rankers: &rankers,

@@ -27,6 +27,12 @@ pub struct SearchConfig {
     pub numeric_query_words: bool,
     /// Drop words requests are full of ("want", "help", "use") from natural-language queries.
     pub drop_request_filler: bool,
+    /// Also drop a filler word's inflections (a query word whose stem is a filler word:
+    /// "likes", "needed").
+    pub filler_inflections: bool,
+    /// Fuzzy expansion never onto stopwords, request filler or words common in the catalog,
+    /// and only onto words with the query word's first letter (`search::fuzzy`).
+    pub fuzzy_guard: bool,
     /// Weight of a query word's synonyms relative to the word itself (0: off).
     pub synonym_weight: f32,
     /// Bonus, relative to the words' idf, for consecutive query words that stand close together.
@@ -204,6 +210,8 @@ impl Default for SearchConfig {
             proximity: 0.4,
             synonym_weight: 0.4,
             drop_request_filler: true,
+            filler_inflections: false,
+            fuzzy_guard: false,
             server_aggregation: 0.5,
             threshold: 0.0,
             top_band: None,
@@ -241,7 +249,7 @@ impl SearchConfig {
             Error::InvalidSetting(format!(
                 "`{key}={value}`: {what}; known keys: k1, exact_form_boost, fuzzy, threshold, \
                  top_band, query_term_frequency, numeric_query_words, \
-                 server_aggregation, name_coverage, proximity, synonym_weight, drop_request_filler, \
+                 server_aggregation, name_coverage, proximity, synonym_weight, drop_request_filler, filler_inflections, fuzzy_guard, \
                  fusion (zscore, convex, rrf or combmnz), fusion_weighting (fixed, standout or coverage), fusion_sharpness, meaning_floor, words_floor, dense_weight, dense_view (max, whole or purpose), dense_for_keyword_hits, min_similarity, dense_normalization (minmax, max or raw), rrf_k, dense_candidates, max_embedded_query_chars, and FIELD.weight / FIELD.b for FIELD in {}",
                 Field::ALL.map(Field::as_str).join(", ")
             ))
@@ -282,6 +290,8 @@ impl SearchConfig {
             "proximity" => self.proximity = number()?,
             "synonym_weight" => self.synonym_weight = number()?,
             "drop_request_filler" => self.drop_request_filler = flag()?,
+            "filler_inflections" => self.filler_inflections = flag()?,
+            "fuzzy_guard" => self.fuzzy_guard = flag()?,
             "fusion" => {
                 self.fusion = match value {
                     "zscore" => Fusion::ZScore,

@@ -1,6 +1,24 @@
 //! Near matches for query words that match nothing: typos (`wether` → `weather`), abbreviations
 //! (`msg` → `message`) and truncations (`calc` → `calculate`).
 
+use super::analyzer::{is_request_filler, is_stopword};
+
+/// A catalog word held by more than this share of the tools (and by more than one) is
+/// stop-like: it says little about any tool, and a near match onto it finds tools by accident.
+pub const STOP_LIKE_SHARE: f32 = 0.1;
+
+/// Whether an unknown query word may be expanded onto `candidate`, a catalog word that
+/// `holders` of the catalog's `tools` hold: neither may be a stopword or request filler, the
+/// candidate may not be stop-like in the catalog, and both must start with the same letter
+/// (writers rarely get the first letter wrong; without it "weather" reaches "either").
+pub fn may_expand_onto(word: &str, candidate: &str, holders: u32, tools: usize) -> bool {
+    let stop = |w: &str| is_stopword(w) || is_request_filler(w);
+    !stop(word)
+        && !stop(candidate)
+        && (holders <= 1 || holders as f32 <= STOP_LIKE_SHARE * tools as f32)
+        && word.chars().next() == candidate.chars().next()
+}
+
 /// Longest query word, in characters, that gets near matches. No typo, abbreviation or
 /// truncation of a catalog word is longer, and [`similarity`] runs against the whole vocabulary:
 /// its cost per catalog word must not grow with what a caller typed.
@@ -86,6 +104,23 @@ mod tests {
         assert!(similarity(&long, &format!("{long}b")).is_none());
         let at_limit = "a".repeat(MAX_WORD_CHARS);
         assert!(similarity(&at_limit, &format!("{at_limit}b")).is_some());
+    }
+
+    #[test]
+    fn never_onto_stop_like_words_or_another_first_letter() {
+        // A typo keeps its first letter: "weather" is two edits from "either", not a typo of it.
+        assert!(similarity("weather", "either").is_some());
+        assert!(!may_expand_onto("weather", "either", 1, 40));
+        assert!(may_expand_onto("wether", "weather", 1, 40));
+        // Stopwords and request filler are never a target, nor a word to expand.
+        assert!(!may_expand_onto("likes", "like", 1, 40));
+        assert!(!may_expand_onto("whith", "with", 1, 40));
+        assert!(!may_expand_onto("like", "likes", 1, 40));
+        // A word a tenth of the catalog holds is stop-like there.
+        assert!(may_expand_onto("flie", "file", 4, 40));
+        assert!(!may_expand_onto("flie", "file", 5, 40));
+        // A word one tool holds is never common, however small the catalog.
+        assert!(may_expand_onto("flie", "file", 1, 4));
     }
 
     #[test]

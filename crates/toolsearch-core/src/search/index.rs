@@ -681,8 +681,9 @@ impl ToolIndex {
         Ok(out.into_iter().take(max).collect())
     }
 
-    /// Every distinct raw-form word of `fields`, once.
-    pub fn for_each_term(&self, fields: &[Field], visit: impl FnMut(&str)) {
+    /// Every distinct raw-form word of `fields`, once, with the most live tools holding it in
+    /// one of them.
+    pub fn for_each_term(&self, fields: &[Field], visit: impl FnMut(&str, u32)) {
         self.vocabulary.for_each_raw(fields, visit);
     }
 

@@ -218,9 +218,10 @@ impl Evaluator<'_> {
             .into_iter()
             .filter(|t| self.keep_stopwords || !is_stopword(&t.raw))
             .filter(|t| {
-                self.keep_stopwords
-                    || !self.config.drop_request_filler
-                    || !is_request_filler(&t.raw)
+                // "likes", "needed", "uses": filler in any inflection, when asked for.
+                let filler = is_request_filler(&t.raw)
+                    || (self.config.filler_inflections && is_request_filler(&t.stem));
+                self.keep_stopwords || !self.config.drop_request_filler || !filler
             })
             .filter(|t| !(skip_numbers && t.raw.chars().all(|c| c.is_ascii_digit())))
             .collect()
@@ -385,7 +386,11 @@ impl Evaluator<'_> {
             .collect();
         let vocabulary: Vec<Field> = vocabulary.into_iter().copied().collect();
         let mut words = Vec::new();
-        self.index.for_each_term(&vocabulary, |term| {
+        let (guard, tools) = (self.config.fuzzy_guard, self.index.len());
+        self.index.for_each_term(&vocabulary, |term, holders| {
+            if guard && !fuzzy::may_expand_onto(&token.raw, term, holders, tools) {
+                return;
+            }
             if fuzzy::similarity(&token.raw, term).is_some() {
                 words.push(term.to_string());
             }

@@ -217,12 +217,19 @@ impl Vocabulary {
         }
     }
 
-    /// Every word a live tool holds as written in one of `fields`, once.
-    pub fn for_each_raw(&self, fields: &[Field], mut visit: impl FnMut(&str)) {
+    /// Every word a live tool holds as written in one of `fields`, once, with the most live
+    /// tools holding it as written in any one of those fields (a lower bound of its document
+    /// frequency, cheap to keep).
+    pub fn for_each_raw(&self, fields: &[Field], mut visit: impl FnMut(&str, u32)) {
         for (text, &id) in &self.ids {
             let counts = &self.counts[id as usize];
-            if fields.iter().any(|&f| counts[count_slot(f, true)] > 0) {
-                visit(text);
+            let most = fields
+                .iter()
+                .map(|&f| counts[count_slot(f, true)])
+                .max()
+                .unwrap_or(0);
+            if most > 0 {
+                visit(text, most);
             }
         }
     }
@@ -389,7 +396,7 @@ mod tests {
         assert!(vocabulary.contains("mail", Field::Name, false));
         assert!(vocabulary.contains("read", Field::Name, true));
         let mut raw_names = Vec::new();
-        vocabulary.for_each_raw(&[Field::Name], |w| raw_names.push(w.to_string()));
+        vocabulary.for_each_raw(&[Field::Name], |w, _| raw_names.push(w.to_string()));
         raw_names.sort();
         assert_eq!(raw_names, ["mail", "read"]);
     }
