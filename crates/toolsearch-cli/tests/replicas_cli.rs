@@ -814,3 +814,98 @@ fn stalled_bodies_of_one_token_leave_room_for_others() {
     let of_alpha = open_session(&addr, ALPHA);
     assert!(serves(&addr, ALPHA, &of_alpha));
 }
+
+/// `DELETE` of `session` with `token`: the status.
+fn mcp_delete(addr: &str, token: &str, session: &str) -> u16 {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    let head = format!(
+        "DELETE /mcp HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nMcp-Session-Id: {session}\r\nMCP-Protocol-Version: 2025-06-18\r\nContent-Length: 0\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Waits until `gateway` counts at least `resting` sessions resting (the state this test is
+/// about, reached `http.sessionRestAfterSecs` after a session's last request).
+fn wait_resting(gateway: &Gateway, token: &str, resting: f64) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while metric_with(gateway, token, "toolsearch_sessions_resting ") < resting {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no session rested within 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// An idle session rests (`http.sessionRestAfterSecs`) and comes back as it was on its next
+/// request: its reveals, its tools answering, its token alone; a session holding its `GET`
+/// stream does not rest; a resting session ends on `DELETE`. In process and over Redis.
+#[test]
+fn idle_sessions_rest_and_come_back_as_they_were() {
+    let dir = scratch("sessions-rest");
+    let settings = "[toolSearch]\npreset = \"add\"\n\n[http]\nsessionRestAfterSecs = 1\n";
+    let tokens = [("a", ALPHA), ("b", BETA)];
+    let redis = start_redis();
+    let url = format!("redis://127.0.0.1:{}", redis.port);
+    let alone = serve_http(&token_config(&dir, "memory.toml", None, &tokens, settings));
+    let shared = serve_http(&token_config(
+        &dir,
+        "redis.toml",
+        Some(&url),
+        &tokens,
+        settings,
+    ));
+    for (what, gateway) in [("in process", &alone), ("with Redis", &shared)] {
+        let addr = gateway.addr();
+        let listening = open_session(&addr, ALPHA);
+        let (status, _stream, body) = hold_stream(&addr, ALPHA, &listening);
+        assert_eq!(status, 200, "{what}: {body}");
+        let session = open_session(&addr, ALPHA);
+        let add = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+            "params": {"name": "add_tool", "arguments": {"names": ["everything___echo"]}}});
+        let (status, _, body) = mcp_post(&addr, ALPHA, Some(&session), &add);
+        assert_eq!(status, 200, "{what}: {body}");
+        let (_, listed) = list_tools(&addr, ALPHA, &session);
+        assert!(listed.contains("everything___echo"), "{what}: {listed}");
+
+        wait_resting(gateway, ALPHA, 1.0);
+        // The session holding its stream stays connected; both still count as open.
+        assert_eq!(
+            metric_with(gateway, ALPHA, "toolsearch_sessions_resting "),
+            1.0,
+            "{what}"
+        );
+        assert!(
+            metric_with(gateway, ALPHA, "toolsearch_sessions_open ") >= 2.0,
+            "{what}"
+        );
+        assert!(
+            !serves(&addr, BETA, &session),
+            "{what}: another token cannot use a resting session"
+        );
+        let (status, listed) = list_tools(&addr, ALPHA, &session);
+        assert_eq!(status, 200, "{what}: {listed}");
+        assert!(
+            listed.contains("everything___echo"),
+            "{what}: the reveals came back with the session: {listed}"
+        );
+        let echo = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+            "params": {"name": "everything___echo", "arguments": {"message": "after rest"}}});
+        let (status, _, body) = mcp_post(&addr, ALPHA, Some(&session), &echo);
+        assert_eq!(status, 200, "{what}: {body}");
+        assert!(body.contains("Echo: after rest"), "{what}: {body}");
+
+        wait_resting(gateway, ALPHA, 1.0);
+        assert_eq!(mcp_delete(&addr, ALPHA, &session), 204, "{what}");
+        assert!(
+            !serves(&addr, ALPHA, &session),
+            "{what}: a deleted resting session is gone"
+        );
+        assert_eq!(mcp_delete(&addr, ALPHA, &session), 404, "{what}");
+        assert!(serves(&addr, ALPHA, &listening), "{what}");
+    }
+}

@@ -4,17 +4,16 @@
 //! scope of the API token its first request (`initialize`) carried, for its lifetime. A request
 //! with another token on that session is refused.
 
-use std::collections::HashMap;
 use std::future::Future;
 
 use futures::Stream;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
-use axum::extract::{Request, State};
-use axum::http::{Method, StatusCode};
+use axum::extract::Request;
+use axum::http::Method;
 use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::Router;
 #[allow(deprecated)] // logging: still what 2025-11-25 clients speak
 use rmcp::model::SetLevelRequestParams;
@@ -33,7 +32,6 @@ use rmcp::transport::streamable_http_server::session::{
     EventStore, RestoreOutcome, ServerSseMessage, SessionId, SessionManager,
 };
 
-use crate::shared::{Notice, NoticeKind, SharedSessions};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData, RoleServer, ServerHandler, ServiceExt};
 use serde_json::Value;
@@ -43,6 +41,9 @@ use toolsearch_core::Scope;
 use crate::error::{GatewayError, Result};
 use crate::gateway::Gateway;
 use crate::http_config::HttpConfig;
+use crate::http_sessions::{
+    require_session_owner, session_closed_no_content, SessionOwners, SessionsToClose,
+};
 use crate::rest::{self, Grant, RestState};
 
 /// Where the MCP endpoint is mounted on the HTTP listener.
@@ -164,11 +165,16 @@ impl ServerHandler for GatewayService {
         if self.bind(&context.extensions).is_ok() {
             self.gateway.attach_peer(self.session_id(), &context.peer);
             // Upstreams asked for roots before this client was there: tell them to ask again.
+            // A session coming back from rest brings no new roots.
+            let restored = context
+                .extensions
+                .get::<rmcp::transport::streamable_http_server::session::SessionRestoreMarker>()
+                .is_some();
             let offers_roots = context
                 .peer
                 .peer_info()
                 .is_some_and(|info| info.capabilities.roots.is_some());
-            if offers_roots {
+            if offers_roots && !restored {
                 self.gateway.roots_changed().await;
             }
         }
@@ -181,20 +187,12 @@ impl ServerHandler for GatewayService {
     ) -> Result<ListToolsResult, ErrorData> {
         self.bind(&context.extensions)?;
         self.gateway.attach_peer(self.session_id(), &context.peer);
-        let tools = self
+        let listing = self
             .gateway
             .list_tools(self.session_id())
             .await
-            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?
-            .into_iter()
-            .filter_map(|tool| {
-                let name = tool.name.clone();
-                serde_json::to_value(&tool)
-                    .and_then(serde_json::from_value::<rmcp::model::Tool>)
-                    .map_err(|e| tracing::warn!(tool = %name, error = %e, "tool left out of tools/list: its definition is not a valid MCP tool"))
-                    .ok()
-            })
-            .collect();
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let tools = listing.tools.clone();
         Ok(ListToolsResult::with_all_items(tools))
     }
 
@@ -598,391 +596,6 @@ impl SessionManager for NamingSessionManager {
     }
 }
 
-/// The MCP sessions of the HTTP listener and the token each was opened with, so that every
-/// request naming a session (`POST`, the `GET` stream, `DELETE`) must carry that token; and each
-/// token's share: its open sessions (`http.maxSessionsPerToken`, the least recently used making
-/// room) and its held `GET` streams (`http.maxStreamsPerToken`).
-struct SessionOwners {
-    book: Mutex<OwnerBook>,
-    /// rmcp's sessions, to forget the owners of sessions that ended without a `DELETE`.
-    manager: Arc<LocalSessionManager>,
-    /// Owners kept after the last sweep; the next sweep runs when there are twice as many.
-    swept: Mutex<usize>,
-    /// The owners of sessions other replicas opened, when replicas share sessions.
-    shared: Arc<dyn SharedSessions>,
-    /// The configured tokens: a session whose token is no longer one of them ends.
-    tokens: Arc<rest::ApiTokens>,
-    max_sessions_per_token: usize,
-    max_streams_per_token: usize,
-    metrics: crate::metrics::Metrics,
-}
-
-/// Who owns each session known here and when it was last used, and each token's sessions by
-/// last use: the least recently used is the first to make room for the same token's next.
-#[derive(Default)]
-struct OwnerBook {
-    sessions: HashMap<String, Owned>,
-    by_token: HashMap<rest::TokenId, std::collections::BTreeMap<u64, String>>,
-    /// Held `GET` streams per token.
-    streams: HashMap<rest::TokenId, usize>,
-    /// A counter standing for time: every use takes the next value.
-    clock: u64,
-}
-
-struct Owned {
-    owner: Option<rest::TokenId>,
-    used: u64,
-}
-
-impl OwnerBook {
-    fn owner(&self, id: &str) -> Option<Option<rest::TokenId>> {
-        self.sessions.get(id).map(|o| o.owner.clone())
-    }
-
-    /// Records `id` as `owner`'s and as just used.
-    fn insert(&mut self, id: &str, owner: Option<rest::TokenId>) {
-        self.remove(id);
-        self.clock += 1;
-        if let Some(token) = &owner {
-            self.by_token
-                .entry(token.clone())
-                .or_default()
-                .insert(self.clock, id.to_string());
-        }
-        self.sessions.insert(
-            id.to_string(),
-            Owned {
-                owner,
-                used: self.clock,
-            },
-        );
-    }
-
-    /// Marks `id` used now.
-    fn touch(&mut self, id: &str) {
-        if let Some(owner) = self.owner(id) {
-            self.insert(id, owner);
-        }
-    }
-
-    fn remove(&mut self, id: &str) {
-        let Some(owned) = self.sessions.remove(id) else {
-            return;
-        };
-        if let Some(token) = owned.owner {
-            if let Some(sessions) = self.by_token.get_mut(&token) {
-                sessions.remove(&owned.used);
-                if sessions.is_empty() {
-                    self.by_token.remove(&token);
-                }
-            }
-        }
-    }
-
-    /// The least recently used sessions of `token` past `max`, forgotten here.
-    fn over_limit(&mut self, token: &rest::TokenId, max: usize) -> Vec<String> {
-        let Some(sessions) = self.by_token.get(token) else {
-            return Vec::new();
-        };
-        let over = sessions.len().saturating_sub(max);
-        let oldest: Vec<String> = sessions.values().take(over).cloned().collect();
-        for id in &oldest {
-            self.remove(id);
-        }
-        oldest
-    }
-
-    fn retain(&mut self, live: &std::collections::HashSet<String>) {
-        let gone: Vec<String> = self
-            .sessions
-            .keys()
-            .filter(|id| !live.contains(*id))
-            .cloned()
-            .collect();
-        for id in gone {
-            self.remove(&id);
-        }
-    }
-}
-
-/// A `GET` stream of a token, held until its response body ends.
-struct StreamSlot {
-    owners: Arc<SessionOwners>,
-    token: rest::TokenId,
-}
-
-impl Drop for StreamSlot {
-    fn drop(&mut self) {
-        let mut book = self.owners.lock();
-        if let Some(count) = book.streams.get_mut(&self.token) {
-            *count = count.saturating_sub(1);
-            if *count == 0 {
-                book.streams.remove(&self.token);
-            }
-        }
-        drop(book);
-        self.owners.metrics.stream_held(-1);
-    }
-}
-
-/// What rmcp answers for a session it does not know; a session of another token gets the same,
-/// so a token cannot even tell that the session exists.
-fn unknown_session() -> Response {
-    (StatusCode::NOT_FOUND, "Not Found: Session not found").into_response()
-}
-
-impl SessionOwners {
-    fn lock(&self) -> MutexGuard<'_, OwnerBook> {
-        // Every update leaves the book whole before it returns.
-        self.book.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Forgets the owners of sessions rmcp no longer holds (expired, or closed by the client
-    /// going away), once their number has doubled since the last sweep.
-    async fn sweep(&self) {
-        let due = {
-            let swept = *self.swept.lock().unwrap_or_else(|e| e.into_inner());
-            self.lock().sessions.len() > swept.saturating_mul(2).max(64)
-        };
-        if !due {
-            return;
-        }
-        let live: std::collections::HashSet<String> = self
-            .manager
-            .sessions
-            .read()
-            .await
-            .keys()
-            .map(|id| id.to_string())
-            .collect();
-        let mut book = self.lock();
-        book.retain(&live);
-        *self.swept.lock().unwrap_or_else(|e| e.into_inner()) = book.sessions.len();
-    }
-
-    /// A slot for one more `GET` stream of `token`; `None` when it holds its limit.
-    fn hold_stream(self: &Arc<Self>, token: &rest::TokenId) -> Option<StreamSlot> {
-        let mut book = self.lock();
-        let count = book.streams.entry(token.clone()).or_insert(0);
-        if *count >= self.max_streams_per_token {
-            return None;
-        }
-        *count += 1;
-        drop(book);
-        self.metrics.stream_held(1);
-        Some(StreamSlot {
-            owners: self.clone(),
-            token: token.clone(),
-        })
-    }
-
-    /// Records a session `owner` just opened here and ends the sessions of the same token past
-    /// its limit, least recently used first: here, in the shared store, and on the replicas that
-    /// hold a copy.
-    async fn opened(&self, id: &str, owner: Option<rest::TokenId>) {
-        let local_evicted = {
-            let mut book = self.lock();
-            book.insert(id, owner.clone());
-            match &owner {
-                // With a shared store, the store decides over the sessions of every replica.
-                Some(token) if !self.shared.is_shared() => {
-                    book.over_limit(token, self.max_sessions_per_token)
-                }
-                _ => Vec::new(),
-            }
-        };
-        let evicted = match self
-            .shared
-            .set_owner(id, owner.as_ref(), self.max_sessions_per_token)
-            .await
-        {
-            Ok(shared_evicted) => {
-                let mut book = self.lock();
-                for old in &shared_evicted {
-                    book.remove(old);
-                }
-                drop(book);
-                local_evicted.into_iter().chain(shared_evicted).collect()
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "the new MCP session is not shared: other replicas will not know it");
-                local_evicted
-            }
-        };
-        if evicted.is_empty() {
-            return;
-        }
-        tracing::info!(
-            evicted = evicted.len(),
-            limit = self.max_sessions_per_token,
-            "a token opened a session past http.maxSessionsPerToken: its least recently used sessions end"
-        );
-        self.metrics.sessions_evicted("token_limit", evicted.len());
-        for old in evicted {
-            self.close_here(&old).await;
-            if self.shared.is_shared() {
-                if let Err(e) = self.shared.tell(&old, NoticeKind::SessionEnded).await {
-                    tracing::warn!(error = %e, "replicas that restored an evicted MCP session keep it until it idles out");
-                }
-            }
-        }
-    }
-
-    /// Closes this replica's copy of a session, when it has one.
-    async fn close_here(&self, id: &str) {
-        let id: SessionId = id.into();
-        if self.manager.has_session(&id).await.unwrap_or(false) {
-            if let Err(e) = self.manager.close_session(&id).await {
-                tracing::debug!(error = %e, "cannot close an ended MCP session");
-            }
-        }
-    }
-}
-
-/// Closes the copies of MCP sessions that their client ended on another replica, so that a
-/// session ended anywhere is ended everywhere; ends with the listener.
-async fn close_ended_sessions(
-    owners: std::sync::Weak<SessionOwners>,
-    mut notices: tokio::sync::broadcast::Receiver<Notice>,
-) {
-    loop {
-        let notice = match notices.recv().await {
-            Ok(notice) => notice,
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
-                tracing::warn!(missed, "missed notices of other replicas");
-                continue;
-            }
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-        };
-        let Some(owners) = owners.upgrade() else {
-            return;
-        };
-        if notice.kind != NoticeKind::SessionEnded {
-            continue;
-        }
-        owners.lock().remove(&notice.session);
-        tracing::debug!(session = %notice.session, "closing an MCP session ended on another replica");
-        owners.close_here(&notice.session).await;
-    }
-}
-
-/// Middleware of `/mcp`, after the token check: a request naming a session opened with another
-/// token (or with a token no longer configured) is answered as if the session did not exist; a
-/// new session is recorded with its token, within the token's share of sessions; a `GET` stream
-/// takes one of its token's stream slots for as long as it is held.
-async fn require_session_owner(
-    State(sessions): State<Arc<SessionOwners>>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let owner = request.extensions().get::<Grant>().map(Grant::owner);
-    let named = request
-        .headers()
-        .get(rmcp::transport::common::http_header::HEADER_SESSION_ID)
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_string);
-    let delete = request.method() == Method::DELETE;
-    if named.is_none() && request.method() == Method::POST && sessions.shared.is_shared() {
-        if let Err(e) = sessions.shared.check().await {
-            tracing::error!(error = %e, "refused a new MCP session");
-            return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response();
-        }
-    }
-    if let Some(id) = &named {
-        let known = sessions.lock().owner(id);
-        let bound = match known {
-            Some(bound) => Some(bound),
-            // Opened on another replica: its token is in the shared store.
-            None if sessions.shared.is_shared() => match sessions.shared.owner(id).await {
-                Ok(Some(bound)) => {
-                    sessions.lock().insert(id, bound.clone());
-                    Some(bound)
-                }
-                Ok(None) => None,
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot check an MCP session's token");
-                    return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response();
-                }
-            },
-            None => None,
-        };
-        if let Some(bound) = bound {
-            if !sessions.tokens.knows(bound.as_ref()) {
-                tracing::info!("ending an MCP session whose token is no longer configured");
-                end_everywhere(&sessions, id).await;
-                return unknown_session();
-            }
-            if owner.as_ref() != Some(&bound) {
-                tracing::warn!(token = ?owner.flatten(), "refused a request on an MCP session opened with another token");
-                return unknown_session();
-            }
-            sessions.lock().touch(id);
-        }
-    }
-    let stream = match (&named, &owner) {
-        (Some(_), Some(Some(token))) if request.method() == Method::GET => {
-            match sessions.hold_stream(token) {
-                Some(slot) => Some(slot),
-                None => {
-                    sessions.metrics.limit_refused("streams");
-                    tracing::debug!("GET stream refused: the token is at http.maxStreamsPerToken");
-                    return rest::at_limit(
-                        true,
-                        &format!(
-                            "this token already holds {} GET streams, its limit; close one (or end sessions it no longer uses) and retry (the operator can raise http.maxStreamsPerToken)",
-                            sessions.max_streams_per_token
-                        ),
-                    );
-                }
-            }
-        }
-        _ => None,
-    };
-    let response = next.run(request).await;
-    match (named, owner) {
-        (None, Some(owner)) => {
-            let created = response
-                .headers()
-                .get(rmcp::transport::common::http_header::HEADER_SESSION_ID)
-                .and_then(|v| v.to_str().ok());
-            if let Some(id) = created.map(str::to_string) {
-                sessions.opened(&id, owner).await;
-                sessions.sweep().await;
-            }
-        }
-        (Some(id), _) if delete && response.status().is_success() => {
-            sessions.lock().remove(&id);
-            if sessions.shared.is_shared() {
-                if let Err(e) = sessions.shared.end_session(&id).await {
-                    tracing::warn!(error = %e, "an ended MCP session stays in the shared store until it expires");
-                }
-                if let Err(e) = sessions.shared.tell(&id, NoticeKind::SessionEnded).await {
-                    tracing::warn!(error = %e, "replicas that restored an ended MCP session keep it until it idles out");
-                }
-            }
-        }
-        _ => {}
-    }
-    match stream {
-        Some(slot) => rest::hold_until_sent(response, slot),
-        None => response,
-    }
-}
-
-/// Ends a session here, in the shared store and on every replica holding a copy.
-async fn end_everywhere(sessions: &SessionOwners, id: &str) {
-    sessions.lock().remove(id);
-    sessions.close_here(id).await;
-    if sessions.shared.is_shared() {
-        if let Err(e) = sessions.shared.end_session(id).await {
-            tracing::warn!(error = %e, "an ended MCP session stays in the shared store until it expires");
-        }
-        if let Err(e) = sessions.shared.tell(id, NoticeKind::SessionEnded).await {
-            tracing::warn!(error = %e, "replicas that restored an ended MCP session keep it until it idles out");
-        }
-    }
-}
-
 /// The HTTP app: the MCP endpoint at [`MCP_PATH`] beside the REST API, JSON 404s elsewhere.
 /// When API tokens are configured they guard `/mcp` as they guard the REST routes, by the same
 /// check ([`rest::require_token`]), and each MCP session belongs to the token that opened it.
@@ -1008,37 +621,31 @@ pub fn http_app(
     // rmcp's idle timeout, a documented setting (`http.sessionIdleTimeoutSecs`).
     manager.session_config.keep_alive = Some(http.session_idle_timeout);
     let manager = Arc::new(manager);
-    let metrics = gateway.observer().metrics().clone();
+    // In process, the sessions' `initialize` kept here lets a resting session come back; a
+    // shared store keeps them for every replica.
+    let restorable = match &config.session_store {
+        Some(_) => None,
+        None => {
+            let store = Arc::new(crate::shared::InProcessMcpSessions::default());
+            config.session_store = Some(store.clone());
+            Some(store)
+        }
+    };
     let tokens = rest_state.shared_tokens();
-    tokens.count_refusals_in(&metrics);
-    let owners = Arc::new(SessionOwners {
-        book: Mutex::new(OwnerBook::default()),
-        manager: manager.clone(),
-        swept: Mutex::new(0),
-        shared: gateway.shared().clone(),
-        tokens,
-        max_sessions_per_token: http.max_sessions_per_token,
-        max_streams_per_token: http.max_streams_per_token,
-        metrics,
-    });
+    tokens.count_refusals_in(gateway.observer().metrics());
+    let owners = SessionOwners::new(gateway.clone(), manager.clone(), restorable, tokens, http);
     let mcp = StreamableHttpService::new(
         move || Ok(GatewayService::new(factory_gateway.clone())),
-        Arc::new(NamingSessionManager(manager)),
+        Arc::new(NamingSessionManager(manager.clone())),
         config,
     );
-    if owners.shared.is_shared() {
-        tokio::spawn(close_ended_sessions(
-            Arc::downgrade(&owners),
-            owners.shared.notices(),
-        ));
-    }
     // Layers run outside in: the token check first, then the session's owner.
     let mcp_router = Router::new()
         .route_service(MCP_PATH, mcp)
         .route_layer(middleware::from_fn_with_state(
             SessionsToClose {
-                manager: owners.manager.clone(),
-                shared: owners.shared.clone(),
+                manager,
+                shared: gateway.shared().clone(),
             },
             session_closed_no_content,
         ))
@@ -1069,51 +676,6 @@ async fn request_work_first(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     if post {
         tokio::task::yield_now().await;
-    }
-    response
-}
-
-/// What a `DELETE` needs to know: whether the session it names exists here or, with replicas,
-/// in the shared store.
-#[derive(Clone)]
-struct SessionsToClose {
-    manager: Arc<LocalSessionManager>,
-    shared: Arc<dyn SharedSessions>,
-}
-
-/// A `DELETE` that ended its session is answered 204 No Content. rmcp answers 202, which the
-/// official Python SDK does not expect from a session's termination (it accepts 200, 204 and
-/// 405) and warns about on every close. rmcp also answers 202 for a session that does not exist
-/// (never opened, or already ended); that is a 404, as for any other request naming it.
-async fn session_closed_no_content(
-    State(sessions): State<SessionsToClose>,
-    request: Request,
-    next: Next,
-) -> Response {
-    let delete = request.method() == Method::DELETE;
-    if delete {
-        let named = request
-            .headers()
-            .get(rmcp::transport::common::http_header::HEADER_SESSION_ID)
-            .and_then(|v| v.to_str().ok())
-            .map(SessionId::from);
-        if let Some(id) = named {
-            let here = sessions.manager.has_session(&id).await.unwrap_or(false);
-            let elsewhere = here
-                || (sessions.shared.is_shared()
-                    && matches!(sessions.shared.owner(&id).await, Ok(Some(_))));
-            if !elsewhere {
-                return unknown_session();
-            }
-        }
-    }
-    let response = next.run(request).await;
-    if delete && response.status() == StatusCode::ACCEPTED {
-        let (mut parts, _) = response.into_parts();
-        parts.status = StatusCode::NO_CONTENT;
-        parts.headers.remove(http::header::CONTENT_LENGTH);
-        parts.headers.remove(http::header::CONTENT_TYPE);
-        return Response::from_parts(parts, axum::body::Body::empty());
     }
     response
 }

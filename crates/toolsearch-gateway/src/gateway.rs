@@ -21,8 +21,7 @@ use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 use toolsearch_core::disclosure::{
-    error_result, Caller, Disclosure, DisclosureConfig, Dispatch, ExposedTool, ServerStatus,
-    CALL_TOOL,
+    error_result, Caller, Disclosure, DisclosureConfig, Dispatch, ServerStatus, CALL_TOOL,
 };
 use toolsearch_core::{
     parse_arguments, Preset, Scope, SearchConfig, SearchEngine, ServedId, Tool, ToolId,
@@ -30,6 +29,7 @@ use toolsearch_core::{
 
 use crate::config::GatewayConfig;
 use crate::error::{GatewayError, Result};
+use crate::listing::Listing;
 use crate::metrics::Face;
 use crate::observe::Observer;
 use crate::offload::{self, OffloadError, OffloadStore, OffloadTool};
@@ -112,6 +112,9 @@ struct SessionEntry {
     shared_id: Option<String>,
     /// Whether the relay knows the session's peer (for the upstreams' requests to clients).
     attached: bool,
+    /// Its connection is being let go while the session rests (`http.sessionRestAfterSecs`):
+    /// what it keeps under its shared key stays for the connection that brings it back.
+    resting: bool,
 }
 
 /// Everything the downstream server needs: engine, disclosure, upstreams, sessions.
@@ -129,6 +132,10 @@ pub struct Gateway {
     /// The upstreams' prompts and resource templates, for `search_prompts`.
     prompt_index: PromptIndex,
     sessions: Mutex<HashMap<String, SessionEntry>>,
+    /// The session of each `Mcp-Session-Id` served here now.
+    named: Mutex<HashMap<String, String>>,
+    /// The latest `tools/list` answers, by catalog version, scope and reveals.
+    listings: crate::listing::Listings,
     next_session: AtomicU64,
     call_timeout: Duration,
     /// Large outputs stored per session; `None` when `toolSearch.offload.enabled` is off.
@@ -263,6 +270,8 @@ impl Gateway {
             engine,
             disclosure,
             sessions: Mutex::new(HashMap::new()),
+            named: Mutex::new(HashMap::new()),
+            listings: crate::listing::Listings::default(),
             next_session: AtomicU64::new(1),
             settled,
         });
@@ -455,7 +464,43 @@ impl Gateway {
         if let Some(entry) = self.lock_sessions().get_mut(session) {
             if entry.shared_id.is_none() {
                 entry.shared_id = Some(mcp_session_id.to_string());
+                self.lock_named()
+                    .insert(mcp_session_id.to_string(), session.to_string());
             }
+        }
+    }
+
+    fn lock_named(&self) -> MutexGuard<'_, HashMap<String, String>> {
+        // Every update is one insert or remove.
+        self.named.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Lets the session named `mcp_session_id` rest, when it holds nothing that must stay with
+    /// its connection ([`crate::relay::Relay::holds_nothing`]): once its connection is closed,
+    /// its reveals and stored outputs stay under its name for the connection that brings it
+    /// back. False (nothing changed) when it must stay as it is.
+    pub fn rest_session(&self, mcp_session_id: &str) -> bool {
+        let Some(session) = self.lock_named().get(mcp_session_id).cloned() else {
+            return false;
+        };
+        if !self.upstreams.relay().holds_nothing(&session) {
+            return false;
+        }
+        match self.lock_sessions().get_mut(&session) {
+            Some(entry) if !entry.sessionless => {
+                entry.resting = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Forgets what a resting session kept (its reveals and stored outputs): it ended without
+    /// coming back.
+    pub fn forget_rested(&self, mcp_session_id: &str) {
+        self.disclosure.end_session(mcp_session_id);
+        if let Some(store) = &self.offload {
+            store.end_session(mcp_session_id);
         }
     }
 
@@ -549,10 +594,22 @@ impl Gateway {
 
     /// Forgets a session: its reveals and its peer.
     pub fn end_session(&self, session: &str) {
-        let (sessionless, shared_id) = self
-            .lock_sessions()
-            .remove(session)
-            .map_or((false, None), |entry| (entry.sessionless, entry.shared_id));
+        let removed = {
+            let mut sessions = self.lock_sessions();
+            let removed = sessions.remove(session);
+            crate::memory::shrink_when_sparse(&mut sessions);
+            removed
+        };
+        let (sessionless, shared_id, resting) = removed.map_or((false, None, false), |entry| {
+            (entry.sessionless, entry.shared_id, entry.resting)
+        });
+        if let Some(name) = &shared_id {
+            let mut named = self.lock_named();
+            if named.get(name).is_some_and(|s| s == session) {
+                named.remove(name);
+                crate::memory::shrink_when_sparse(&mut named);
+            }
+        }
         let orphaned = self.upstreams.relay().end_session(session);
         if !orphaned.is_empty() {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -563,6 +620,11 @@ impl Gateway {
                     }
                 });
             }
+        }
+        if resting {
+            tracing::debug!(session, "session resting");
+            crate::memory::session_ended();
+            return;
         }
         // Its reveals and outputs are kept under its shared key; what the shared store holds
         // stays for the replicas that go on serving it.
@@ -581,24 +643,41 @@ impl Gateway {
     /// What tools/list returns to this session: the tools of its scope, with its reveals (read
     /// from the shared store when replicas share one, which fails when that store does not
     /// answer).
-    pub async fn list_tools(&self, session: &str) -> Result<Vec<ExposedTool>> {
+    pub async fn list_tools(&self, session: &str) -> Result<Arc<Listing>> {
         // A client that lists once (most desktop clients) must see every upstream that could
         // start; once the first starts have settled this returns at once.
         self.first_starts_settled().await;
-        let scope = self.session_scope(session);
         let (key, kept) = self.reveal_key(session);
         if kept {
             self.load_shared(&key)
                 .await
                 .map_err(|e| GatewayError::SharedState(Box::new(e)))?;
         }
+        let listing = self.listing(session);
+        if let Some(entry) = self.lock_sessions().get_mut(session) {
+            entry.listed = Some(listing.fingerprint);
+        }
+        Ok(listing)
+    }
+
+    /// The session's tools/list answer as it stands: its scope's tools with its reveals, computed
+    /// once for every session with the same scope and reveals.
+    fn listing(&self, session: &str) -> Arc<Listing> {
+        let scope = self.session_scope(session);
+        let (key, _) = self.reveal_key(session);
+        let reveals = self.disclosure.session_snapshot(&key);
+        let engine = self.read_engine();
+        let version = engine.catalog().version();
+        if let Some(listing) = self.listings.get(version, &scope, &reveals) {
+            return listing;
+        }
         let tools = self
             .disclosure
-            .visible_tools(Caller::new(&key, &scope), &self.read_engine());
-        if let Some(entry) = self.lock_sessions().get_mut(session) {
-            entry.listed = Some(fingerprint(&tools));
-        }
-        Ok(tools)
+            .visible_tools(Caller::new(&key, &scope), &engine);
+        drop(engine);
+        let listing = Arc::new(Listing::new(&tools));
+        self.listings.put(version, scope, reveals, listing.clone());
+        listing
     }
 
     /// Every ready upstream's prompts that the session's scope allows, named as tools are
@@ -1470,14 +1549,7 @@ impl Gateway {
             .filter_map(|(id, e)| e.listed.map(|l| (id.clone(), l)))
             .collect();
         for (session, listed) in candidates {
-            let scope = self.session_scope(&session);
-            let (key, _) = self.reveal_key(&session);
-            let now = fingerprint(
-                &self
-                    .disclosure
-                    .visible_tools(Caller::new(&key, &scope), &self.read_engine()),
-            );
-            if now != listed {
+            if self.listing(&session).fingerprint != listed {
                 self.notify(&session).await;
             }
         }
@@ -1644,20 +1716,6 @@ async fn settle_first_starts(gateway: Weak<Gateway>) {
         tracing::info!(target: "upstream", "{ready} upstreams ready: {tools} tools; tools/list now answers");
     }
     gateway.notify_changed_sessions().await;
-}
-
-/// A fingerprint of a tool list as a client receives it: any change of a name, description,
-/// schema or annotation changes it.
-fn fingerprint(tools: &[ExposedTool]) -> u64 {
-    use std::hash::{Hash, Hasher};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    for tool in tools {
-        match serde_json::to_string(tool) {
-            Ok(json) => json.hash(&mut hasher),
-            Err(_) => tool.name.hash(&mut hasher),
-        }
-    }
-    hasher.finish()
 }
 
 /// Acts on the other replicas' notices; ends with the gateway.

@@ -11,6 +11,7 @@
 //! maxSessionsPerToken = 1000
 //! maxStreamsPerToken = 128
 //! sessionIdleTimeoutSecs = 300
+//! sessionRestAfterSecs = 30
 //! allowedHosts = ["tools.example.com"]
 //! allowedOrigins = ["https://agent.example.com"]
 //! ```
@@ -50,6 +51,8 @@ pub const DEFAULT_MAX_SESSIONS_PER_TOKEN: usize = 1000;
 pub const DEFAULT_MAX_STREAMS_PER_TOKEN: usize = 128;
 /// Default of `http.sessionIdleTimeoutSecs` (rmcp's own default).
 pub const DEFAULT_SESSION_IDLE_TIMEOUT_SECS: u64 = 300;
+/// Default of `http.sessionRestAfterSecs`.
+pub const DEFAULT_SESSION_REST_AFTER_SECS: u64 = 30;
 
 /// The `http` section, checked: every limit is positive, every list entry parses.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -80,6 +83,11 @@ pub struct HttpConfig {
     /// An MCP session with no request and no message for this long is closed (rmcp's session
     /// keep-alive); its client must initialize again.
     pub session_idle_timeout: Duration,
+    /// An MCP session that holds nothing open (no request in progress, no `GET` stream, no
+    /// subscription, no log level) for this long rests: it keeps its token, its client's
+    /// `initialize`, its reveals and stored outputs, and its next request brings it back as it
+    /// was. `None` (`0` in the file): sessions never rest.
+    pub session_rest_after: Option<Duration>,
     /// Extra `Host` values accepted (`name` or `name:port`, any case; `*` accepts any).
     pub allowed_hosts: Vec<String>,
     /// Extra `Origin` values accepted (`scheme://host[:port]`, or `*` for any).
@@ -97,6 +105,7 @@ impl Default for HttpConfig {
             max_sessions_per_token: DEFAULT_MAX_SESSIONS_PER_TOKEN,
             max_streams_per_token: DEFAULT_MAX_STREAMS_PER_TOKEN,
             session_idle_timeout: Duration::from_secs(DEFAULT_SESSION_IDLE_TIMEOUT_SECS),
+            session_rest_after: Some(Duration::from_secs(DEFAULT_SESSION_REST_AFTER_SECS)),
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
         }
@@ -123,6 +132,8 @@ struct HttpConfigFile {
     max_streams_per_token: usize,
     #[serde(default = "default_session_idle_timeout_secs")]
     session_idle_timeout_secs: u64,
+    #[serde(default = "default_session_rest_after_secs")]
+    session_rest_after_secs: u64,
     #[serde(default)]
     allowed_hosts: Vec<String>,
     #[serde(default)]
@@ -159,6 +170,10 @@ fn default_max_streams_per_token() -> usize {
 
 fn default_session_idle_timeout_secs() -> u64 {
     DEFAULT_SESSION_IDLE_TIMEOUT_SECS
+}
+
+fn default_session_rest_after_secs() -> u64 {
+    DEFAULT_SESSION_REST_AFTER_SECS
 }
 
 impl TryFrom<HttpConfigFile> for HttpConfig {
@@ -244,6 +259,8 @@ impl TryFrom<HttpConfigFile> for HttpConfig {
             max_sessions_per_token: file.max_sessions_per_token,
             max_streams_per_token: file.max_streams_per_token,
             session_idle_timeout: Duration::from_secs(file.session_idle_timeout_secs),
+            session_rest_after: (file.session_rest_after_secs > 0)
+                .then(|| Duration::from_secs(file.session_rest_after_secs)),
             allowed_hosts: file.allowed_hosts,
             allowed_origins: file.allowed_origins,
         })
@@ -527,6 +544,13 @@ mod tests {
         assert_eq!(c.max_connections, 8);
         assert_eq!(c.max_streams_per_token, 3);
         assert_eq!(c.session_idle_timeout, Duration::from_secs(60));
+        assert_eq!(c.session_rest_after, Some(Duration::from_secs(30)));
+        assert_eq!(
+            parse("sessionRestAfterSecs = 0")
+                .unwrap()
+                .session_rest_after,
+            None
+        );
         for (text, says) in [
             ("maxConnections = 0", "http.maxConnections is 0"),
             (

@@ -31,6 +31,8 @@ pub mod error;
 pub mod gateway;
 mod http_calls;
 pub mod http_config;
+mod http_sessions;
+mod listing;
 mod memory;
 pub mod metrics;
 pub mod observe;

@@ -38,6 +38,16 @@ pub(crate) fn session_ended() {
     });
 }
 
+/// Gives back a map's room once most of it is empty: a map keeps the capacity of its largest
+/// size, which after a wave of sessions is most of what they cost.
+pub(crate) fn shrink_when_sparse<K: Eq + std::hash::Hash, V, S: std::hash::BuildHasher>(
+    map: &mut std::collections::HashMap<K, V, S>,
+) {
+    if map.capacity() > 1024 && map.len() * 4 < map.capacity() {
+        map.shrink_to(map.len() * 2);
+    }
+}
+
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn trim() {
     // SAFETY: malloc_trim only walks the allocator's own free lists under its locks.

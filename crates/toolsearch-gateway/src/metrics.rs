@@ -72,6 +72,7 @@ pub struct Metrics {
     upstream_restarts: IntCounterVec,
     upstream_tools: IntGaugeVec,
     sessions_open: IntGauge,
+    sessions_resting: IntGauge,
     offloaded_outputs: IntGauge,
     offloaded_bytes: IntGauge,
     state_store_up: IntGaugeVec,
@@ -148,7 +149,14 @@ impl Metrics {
                 "Tools each upstream lists (after validation), by server",
                 &["server"],
             ),
-            sessions_open: gauge("toolsearch_sessions_open", "MCP sessions open"),
+            sessions_open: gauge(
+                "toolsearch_sessions_open",
+                "MCP sessions open, resting ones included",
+            ),
+            sessions_resting: gauge(
+                "toolsearch_sessions_resting",
+                "MCP sessions resting: idle, their connection let go until their next request",
+            ),
             offloaded_outputs: gauge(
                 "toolsearch_offloaded_outputs",
                 "Large tool outputs stored across sessions",
@@ -213,6 +221,7 @@ impl Metrics {
             Box::new(self.upstream_restarts.clone()),
             Box::new(self.upstream_tools.clone()),
             Box::new(self.sessions_open.clone()),
+            Box::new(self.sessions_resting.clone()),
             Box::new(self.offloaded_outputs.clone()),
             Box::new(self.offloaded_bytes.clone()),
             Box::new(self.state_store_up.clone()),
@@ -285,10 +294,18 @@ impl Metrics {
             .inc_by(0);
     }
 
-    /// Gauges read at scrape time.
-    pub fn sessions(&self, open: usize) {
+    /// Gauges read at scrape time: `connected` sessions hold a connection; resting ones are
+    /// counted by [`Metrics::sessions_resting`].
+    pub fn sessions(&self, connected: usize) {
+        let connected = i64::try_from(connected).unwrap_or(i64::MAX);
         self.sessions_open
-            .set(i64::try_from(open).unwrap_or(i64::MAX));
+            .set(connected.saturating_add(self.sessions_resting.get()));
+    }
+
+    /// Sessions resting now (`http.sessionRestAfterSecs`).
+    pub fn sessions_resting(&self, resting: usize) {
+        self.sessions_resting
+            .set(i64::try_from(resting).unwrap_or(i64::MAX));
     }
 
     pub fn offloaded(&self, outputs: usize, bytes: usize) {

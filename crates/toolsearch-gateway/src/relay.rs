@@ -237,11 +237,25 @@ impl Relay {
         })
     }
 
+    /// Whether the session holds nothing that must stay with its connection: no log level asked
+    /// for, no resource subscription, no call in flight. Such a session can rest
+    /// (`http.sessionRestAfterSecs`) and come back without a difference its client could see.
+    pub fn holds_nothing(&self, session: &str) -> bool {
+        let state = self.lock();
+        state
+            .sessions
+            .get(session)
+            .is_none_or(|link| link.log_level.is_none())
+            && !state.subscriptions.values().any(|s| s.contains(session))
+            && !state.calls.iter().any(|call| call.session == session)
+    }
+
     /// Forgets a session; returns the upstream subscriptions nobody holds any more, for the
     /// caller to end upstream.
     pub fn end_session(&self, session: &str) -> Vec<(String, String)> {
         let mut state = self.lock();
         state.sessions.remove(session);
+        crate::memory::shrink_when_sparse(&mut state.sessions);
         let mut orphaned = Vec::new();
         state.subscriptions.retain(|key, sessions| {
             sessions.remove(session);

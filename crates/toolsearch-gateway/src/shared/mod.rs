@@ -326,6 +326,79 @@ impl rmcp::transport::streamable_http_server::session::SessionStore for McpSessi
     }
 }
 
+/// rmcp's hook for bringing back a session that rests, in process: each open MCP session's
+/// client `initialize`, from its answer until the session ends.
+#[derive(Default)]
+pub struct InProcessMcpSessions {
+    states: std::sync::Mutex<
+        std::collections::HashMap<
+            String,
+            Box<rmcp::transport::streamable_http_server::session::SessionState>,
+        >,
+    >,
+}
+
+impl InProcessMcpSessions {
+    fn lock(
+        &self,
+    ) -> std::sync::MutexGuard<
+        '_,
+        std::collections::HashMap<
+            String,
+            Box<rmcp::transport::streamable_http_server::session::SessionState>,
+        >,
+    > {
+        // Every update is one insert or remove.
+        self.states.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Forgets a session that ended.
+    pub fn remove(&self, session_id: &str) {
+        let mut states = self.lock();
+        states.remove(session_id);
+        crate::memory::shrink_when_sparse(&mut states);
+    }
+
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[async_trait]
+impl rmcp::transport::streamable_http_server::session::SessionStore for InProcessMcpSessions {
+    async fn load(
+        &self,
+        session_id: &str,
+    ) -> Result<
+        Option<rmcp::transport::streamable_http_server::session::SessionState>,
+        rmcp::transport::streamable_http_server::session::SessionStoreError,
+    > {
+        Ok(self.lock().get(session_id).map(|state| (**state).clone()))
+    }
+
+    async fn store(
+        &self,
+        session_id: &str,
+        state: &rmcp::transport::streamable_http_server::session::SessionState,
+    ) -> Result<(), rmcp::transport::streamable_http_server::session::SessionStoreError> {
+        self.lock()
+            .insert(session_id.to_string(), Box::new(state.clone()));
+        Ok(())
+    }
+
+    async fn delete(
+        &self,
+        session_id: &str,
+    ) -> Result<(), rmcp::transport::streamable_http_server::session::SessionStoreError> {
+        self.remove(session_id);
+        Ok(())
+    }
+}
+
 /// A URL with its password hidden, for messages.
 pub(crate) fn redacted(url: &str) -> String {
     match (url.find("://"), url.rfind('@')) {
