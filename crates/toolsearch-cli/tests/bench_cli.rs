@@ -247,11 +247,16 @@ fn gateway_bench_many_sessions_reports_memory_and_throughput() {
         "4",
         "--throughput-seconds",
         "1",
+        "--rest-after-secs",
+        "1",
         "--json",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
     assert_eq!(report["mode"], "sessions", "{report}");
+    // The idle sessions rested, and were counted open while resting.
+    assert_eq!(report["rested"]["sessions_open"], 20, "{report}");
+    assert!(report["rested_per_session_kb"].is_number(), "{report}");
     assert_eq!(report["tools"], 41, "{report}");
     assert_eq!(report["idle_sessions"], 20);
     assert_eq!(report["throughput_sessions"], 4);
@@ -304,7 +309,7 @@ fn gateway_bench_many_sessions_reports_memory_and_throughput() {
     assert_eq!(
         targets,
         [
-            "20 idle sessions above a fresh start",
+            "20 idle sessions above a fresh start, once resting",
             "memory after the sessions end",
             "requests/s, 4 sessions",
             "errors"

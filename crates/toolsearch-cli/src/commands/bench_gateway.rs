@@ -120,6 +120,10 @@ pub struct GatewayBenchArgs {
     /// comma-separated list of ping, tools/list, search_tools.
     #[arg(long, default_value = "ping,tools/list,search_tools")]
     throughput_requests: String,
+    /// --many-sessions: the gateway's `http.sessionRestAfterSecs` (its default when not given):
+    /// how long the idle sessions take to rest before their memory is read again.
+    #[arg(long)]
+    rest_after_secs: Option<u64>,
     /// Run this program as the gateway instead of this one (to compare two builds in one run).
     #[arg(long, hide = true)]
     gateway_exe: Option<PathBuf>,
@@ -325,7 +329,7 @@ async fn bench(
     let config = scratch.path().join("gateway.toml");
     std::fs::write(
         &config,
-        gateway_config(&upstream_url, args.redis.as_deref()),
+        gateway_config(&upstream_url, args.redis.as_deref(), args.rest_after_secs),
     )
     .with_context(|| format!("writing {}", config.display()))?;
     let mut gateways = Vec::with_capacity(args.replicas);
@@ -363,9 +367,12 @@ async fn bench(
     Ok(report)
 }
 
-fn gateway_config(upstream_url: &str, redis: Option<&str>) -> String {
+fn gateway_config(upstream_url: &str, redis: Option<&str>, rest_after_secs: Option<u64>) -> String {
     let state = redis.map_or_else(String::new, |url| {
         format!("\n[state]\nredis = {}\n", toml_string(url))
+    });
+    let http = rest_after_secs.map_or_else(String::new, |secs| {
+        format!("\n[http]\nsessionRestAfterSecs = {secs}\n")
     });
     format!(
         "# written by `toolsearch bench gateway`\n\
@@ -373,7 +380,7 @@ fn gateway_config(upstream_url: &str, redis: Option<&str>) -> String {
          type = \"http\"\n\
          url = \"{upstream_url}\"\n\n\
          [toolSearch]\n\
-         preset = \"search\"\n{state}"
+         preset = \"search\"\n{state}{http}"
     )
 }
 
@@ -1184,8 +1191,12 @@ mod tests {
 
     #[test]
     fn the_config_keeps_sessions_in_redis_only_when_asked() {
-        assert!(!gateway_config("http://127.0.0.1:1/mcp", None).contains("[state]"));
-        let shared = gateway_config("http://127.0.0.1:1/mcp", Some("redis://127.0.0.1:6379"));
+        assert!(!gateway_config("http://127.0.0.1:1/mcp", None, None).contains("[state]"));
+        let shared = gateway_config(
+            "http://127.0.0.1:1/mcp",
+            Some("redis://127.0.0.1:6379"),
+            Some(1),
+        );
         let parsed = toolsearch_gateway::config::GatewayConfig::parse(
             &shared,
             toolsearch_gateway::config::Format::Toml,
@@ -1218,6 +1229,7 @@ mod tests {
             throughput_sessions: 1,
             throughput_seconds: 1.0,
             throughput_requests: "ping".into(),
+            rest_after_secs: None,
             gateway_exe: None,
             json: true,
         };
