@@ -1,21 +1,16 @@
-//! Fuzzy expansion only for query words the catalog does not know, never onto stop-like words,
-//! and request filler dropped in any inflection.
+//! Fuzzy expansion (off by default; `fuzzy=true`) only for query words the catalog does not
+//! know, never onto stop-like words, and only onto words with the query word's first letter.
 
 mod search_common;
 
 use search_common::*;
 use toolsearch_core::{Catalog, SearchConfig, SearchEngine, Tool};
 
-fn engine_with(tools: Vec<Tool>, settings: &[(&str, &str)]) -> SearchEngine {
+fn fuzzy_engine(tools: Vec<Tool>) -> SearchEngine {
     let mut config = SearchConfig::default();
-    for (key, value) in settings {
-        config.set(key, value).unwrap();
-    }
+    config.set("fuzzy", "true").unwrap();
     SearchEngine::from_catalog(Catalog::from_tools(tools).unwrap(), config).unwrap()
 }
-
-const GUARDED: &[(&str, &str)] = &[("fuzzy_guard", "true"), ("filler_inflections", "true")];
-const UNGUARDED: &[(&str, &str)] = &[("fuzzy_guard", "false"), ("filler_inflections", "false")];
 
 fn everyday() -> Vec<Tool> {
     vec![
@@ -44,28 +39,31 @@ fn matched_terms(engine: &SearchEngine, query: &str) -> Vec<String> {
 }
 
 #[test]
-fn an_unknown_word_is_not_expanded_onto_a_word_with_another_first_letter() {
-    // "weather" is two edits from "either": without the guard that finds the gzip tool.
-    let loose = engine_with(everyday(), UNGUARDED);
-    assert!(matched_terms(&loose, "weather in Paris").contains(&"weather~either".to_string()));
-    let guarded = engine_with(everyday(), GUARDED);
-    assert_eq!(search(&guarded, "weather in Paris").total_matches, 0);
-    // A typo that keeps its first letter still finds its word.
-    assert_eq!(found(&guarded, "forcast"), vec!["get_forecast"]);
+fn fuzzy_expansion_is_off_by_default() {
+    let e = engine(everyday());
+    assert_eq!(search(&e, "forcast").total_matches, 0);
+    assert_eq!(
+        found(&fuzzy_engine(everyday()), "forcast"),
+        vec!["get_forecast"]
+    );
 }
 
 #[test]
-fn a_filler_word_in_another_inflection_matches_nothing() {
-    // "likes" stems to "like", a filler word, and "Use pattern like" holds it.
-    let loose = engine_with(everyday(), UNGUARDED);
-    assert_eq!(
-        found(&loose, "remember that Alice likes tea"),
-        vec!["search_files"]
-    );
-    let guarded = engine_with(everyday(), GUARDED);
-    assert!(!matched_terms(&guarded, "remember that Alice likes tea")
-        .iter()
-        .any(|t| t.starts_with("like")));
+fn an_unknown_word_is_not_expanded_onto_a_word_with_another_first_letter() {
+    // "weather" is two edits from "either" (in the gzip tool), but not a typo of it.
+    let e = fuzzy_engine(everyday());
+    assert_eq!(search(&e, "weather in Paris").total_matches, 0);
+    assert!(!matched_terms(&e, "weather").iter().any(|t| t.contains('~')));
+    // A typo that keeps its first letter still finds its word.
+    assert_eq!(found(&e, "forcast"), vec!["get_forecast"]);
+    assert!(matched_terms(&e, "forcast").contains(&"forcast~forecast".to_string()));
+}
+
+#[test]
+fn request_filler_is_no_target() {
+    // "likr" is one edit from "like", which "Use pattern like" holds: a filler word.
+    let e = fuzzy_engine(everyday());
+    assert_eq!(search(&e, "likr").total_matches, 0);
 }
 
 #[test]
@@ -74,7 +72,7 @@ fn a_word_the_catalog_knows_gets_no_near_matches() {
         tool("a", "get_weather", "Conditions outside"),
         tool("b", "feather_count", "Counts feathers"),
     ];
-    let e = engine_with(tools, GUARDED);
+    let e = fuzzy_engine(tools);
     assert_eq!(found(&e, "weather"), vec!["get_weather"]);
     assert!(matched_terms(&e, "weather")
         .iter()
@@ -83,15 +81,20 @@ fn a_word_the_catalog_knows_gets_no_near_matches() {
 
 #[test]
 fn a_word_common_in_the_catalog_is_no_target() {
-    // "report" is in every tool's description: a near match onto it would find them all.
+    // "report" is in ten of eleven descriptions: a near match onto it would find them all.
     let mut tools: Vec<Tool> = (0..10)
         .map(|i| tool("r", &format!("tool_{i}"), "Writes a report"))
         .collect();
     tools.push(tool("r", "reorder", "Changes the order of items"));
-    let e = engine_with(tools.clone(), GUARDED);
+    let e = fuzzy_engine(tools);
     assert!(!matched_terms(&e, "reprot")
         .iter()
         .any(|t| t == "reprot~report"));
-    let loose = engine_with(tools, UNGUARDED);
-    assert!(matched_terms(&loose, "reprot").contains(&"reprot~report".to_string()));
+    // The same word held by one tool of eleven is a fine target.
+    let mut tools: Vec<Tool> = (0..10)
+        .map(|i| tool("r", &format!("tool_{i}"), "Changes an order"))
+        .collect();
+    tools.push(tool("r", "write", "Writes a report"));
+    let e = fuzzy_engine(tools);
+    assert_eq!(found(&e, "reprot"), vec!["write"]);
 }

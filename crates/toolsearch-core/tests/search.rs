@@ -334,9 +334,17 @@ fn the_exact_name_ranks_first_in_all_four_spellings() {
 // Fuzzy matching
 // ---------------------------------------------------------------------------------------------
 
+/// `tools` with fuzzy matching on (it is off by default; docs/EVAL.md, "Ablation").
+fn fuzzy_engine(tools: Vec<Tool>) -> SearchEngine {
+    let mut config = SearchConfig::default();
+    config.set("fuzzy", "true").unwrap();
+    SearchEngine::from_catalog(toolsearch_core::Catalog::from_tools(tools).unwrap(), config)
+        .unwrap()
+}
+
 #[test]
 fn typos_and_abbreviations_still_find_the_tool() {
-    let e = engine(vec![
+    let e = fuzzy_engine(vec![
         tool("w", "get_weather", "Current conditions for a city"),
         tool("c", "send_message", "Post a chat message to a channel"),
         tool("m", "send_email", "Deliver an email to an address"),
@@ -574,7 +582,7 @@ fn scored(engine: &SearchEngine, request: &SearchRequest) -> Vec<(String, f32)> 
 
 #[test]
 fn scores_are_normalised_to_0_1() {
-    let e = engine(mixed_catalog());
+    let e = fuzzy_engine(mixed_catalog());
     for query in [
         EVERYTHING,
         "send email",
@@ -949,7 +957,7 @@ fn matched(field: &'static str, terms: &[&str]) -> MatchedOn {
 
 #[test]
 fn matched_on_names_fields_and_terms() {
-    let e = engine(vec![
+    let e = fuzzy_engine(vec![
         tool("weather", "get_weather", "Current weather for a city")
             .with_category("Data")
             .with_tags(["forecast"])

@@ -68,21 +68,11 @@ pub const SWITCHES: &[Switch] = &[
         off: &[("drop_request_filler", "false")],
     },
     Switch {
-        name: "fuzzy guard (no stop-like target, same first letter)",
-        on: &[("fuzzy_guard", "true")],
-        off: &[("fuzzy_guard", "false")],
-    },
-    Switch {
-        name: "filler inflections dropped",
-        on: &[("filler_inflections", "true")],
-        off: &[("filler_inflections", "false")],
-    },
-    Switch {
         name: "field weights",
         on: &[
             ("name.weight", "3"),
             ("description.weight", "1"),
-            ("parameters.weight", "0.5"),
+            ("parameters.weight", "0.75"),
             ("parameter_descriptions.weight", "0.7"),
             ("server.weight", "0.5"),
             ("category.weight", "0.5"),
@@ -101,7 +91,7 @@ pub const SWITCHES: &[Switch] = &[
     Switch {
         name: "parameter text",
         on: &[
-            ("parameters.weight", "0.5"),
+            ("parameters.weight", "0.75"),
             ("parameter_descriptions.weight", "0.7"),
         ],
         off: &[

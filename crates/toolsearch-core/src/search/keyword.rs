@@ -218,10 +218,9 @@ impl Evaluator<'_> {
             .into_iter()
             .filter(|t| self.keep_stopwords || !is_stopword(&t.raw))
             .filter(|t| {
-                // "likes", "needed", "uses": filler in any inflection, when asked for.
-                let filler = is_request_filler(&t.raw)
-                    || (self.config.filler_inflections && is_request_filler(&t.stem));
-                self.keep_stopwords || !self.config.drop_request_filler || !filler
+                self.keep_stopwords
+                    || !self.config.drop_request_filler
+                    || !is_request_filler(&t.raw)
             })
             .filter(|t| !(skip_numbers && t.raw.chars().all(|c| c.is_ascii_digit())))
             .collect()
@@ -386,12 +385,12 @@ impl Evaluator<'_> {
             .collect();
         let vocabulary: Vec<Field> = vocabulary.into_iter().copied().collect();
         let mut words = Vec::new();
-        let (guard, tools) = (self.config.fuzzy_guard, self.index.len());
+        // Only here does a word reach fuzzy expansion: no field in scope knows it.
+        let tools = self.index.len();
         self.index.for_each_term(&vocabulary, |term, holders| {
-            if guard && !fuzzy::may_expand_onto(&token.raw, term, holders, tools) {
-                return;
-            }
-            if fuzzy::similarity(&token.raw, term).is_some() {
+            if fuzzy::may_expand_onto(&token.raw, term, holders, tools)
+                && fuzzy::similarity(&token.raw, term).is_some()
+            {
                 words.push(term.to_string());
             }
         });
