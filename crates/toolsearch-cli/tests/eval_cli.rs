@@ -421,3 +421,62 @@ fn stress_everyday_reads_the_repository_set_by_default() {
     assert!(err.contains("tests/data/everyday"), "{err}");
     assert!(err.contains("--dataset"), "{err}");
 }
+
+#[test]
+fn ablation_decides_every_feature_by_the_datasets_left_out() {
+    let scratch = peers::scratch("eval-cli-ablation");
+    let a = write_dataset(&scratch, "alpha", TOOLS, QUERIES);
+    let b = write_dataset(
+        &scratch,
+        "beta",
+        TOOLS,
+        r#"{"id": "x", "query": "read a file", "relevant": ["read_file"]}"#,
+    );
+    let (a, b) = (a.to_str().unwrap(), b.to_str().unwrap());
+    let json = json_of(&toolsearch_in(
+        &scratch,
+        &[
+            "eval",
+            "--dataset",
+            a,
+            "--dataset",
+            b,
+            "--ablation",
+            "--json",
+        ],
+    ));
+    assert_eq!(json["datasets"], serde_json::json!(["alpha", "beta"]));
+    assert_eq!(json["base"].as_array().unwrap().len(), 2);
+    assert_eq!(json["bm25_plain"].as_array().unwrap().len(), 2);
+    let switches = json["switches"].as_array().unwrap();
+    let features: Vec<&str> = switches
+        .iter()
+        .map(|s| s["feature"].as_str().unwrap())
+        .collect();
+    for feature in [
+        "synonyms",
+        "proximity",
+        "fuzzy expansion",
+        "server aggregation",
+    ] {
+        assert!(features.contains(&feature), "{features:?}");
+    }
+    for switch in switches {
+        assert_eq!(switch["chosen"].as_array().unwrap().len(), 2);
+        assert_eq!(switch["held_out_gain"].as_array().unwrap().len(), 2);
+        assert!(switch["kept"].is_boolean());
+    }
+    for grid in json["grids"].as_array().unwrap() {
+        let values: Vec<&Value> = grid["values"].as_array().unwrap().iter().collect();
+        assert!(values.contains(&&grid["median_choice"]), "{grid}");
+    }
+    // Without --json: the Markdown tables docs/EVAL.md shows.
+    let out = toolsearch_in(
+        &scratch,
+        &["eval", "--dataset", a, "--dataset", b, "--ablation"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("| feature | off |"), "{text}");
+    assert!(text.contains("| bm25-plain |"), "{text}");
+}
