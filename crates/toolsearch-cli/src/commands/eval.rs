@@ -79,7 +79,7 @@ pub struct EvalArgs {
     /// Run the keyword engine's feature ablation instead: every ranking feature with and without
     /// it, and the field weights and k1 over a grid, each kept or chosen by leave-one-dataset-out
     /// (docs/EVAL.md, "Ablation"). `--set` changes the configuration it starts from.
-    #[arg(long, conflicts_with = "stress")]
+    #[arg(long, conflicts_with_all = ["stress", "study"])]
     ablation: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
