@@ -551,8 +551,8 @@ impl McpClient {
         Ok(session)
     }
 
-    /// One request in `session`; its JSON-RPC result.
-    async fn request(&self, session: &str, method: &str, params: Value) -> Result<Value> {
+    /// One request in `session`; what its answer says.
+    async fn request(&self, session: &str, method: &str, params: Value) -> Result<Answer> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let body = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         let response = self
@@ -568,9 +568,9 @@ impl McpClient {
             "name": "search_tools",
             "arguments": {"query": query, "limit": LIMIT},
         });
-        let result = self.request(session, "tools/call", params).await?;
-        if result["isError"] == true {
-            bail!("search_tools answered an error: {result}");
+        let answer = self.request(session, "tools/call", params).await?;
+        if answer.is_error {
+            bail!("search_tools answered an error");
         }
         Ok(())
     }
@@ -622,43 +622,88 @@ impl McpClient {
 }
 
 /// The result of the JSON-RPC answer `id` in `response`: an error for an HTTP or JSON-RPC error.
-async fn answer(response: reqwest::Response, id: u64) -> Result<Value> {
+/// What the load generator reads of an answer: whether it is the request's, and whether it
+/// failed. It is read without building the answer's JSON tree (the generator shares the
+/// machine with the gateway it measures).
+#[derive(Debug, Default, PartialEq)]
+struct Answer {
+    /// A tool call's `isError`.
+    is_error: bool,
+}
+
+/// One JSON-RPC message, with only what [`Answer`] needs; the rest is skipped unread.
+#[derive(serde::Deserialize)]
+struct Message<'a> {
+    id: Option<u64>,
+    #[serde(borrow)]
+    error: Option<&'a serde_json::value::RawValue>,
+    result: Option<MessageResult>,
+}
+
+#[derive(serde::Deserialize)]
+struct MessageResult {
+    #[serde(rename = "isError", default)]
+    is_error: bool,
+}
+
+/// The answer to request `id` in `response`: an error for an HTTP or JSON-RPC error.
+async fn answer(response: reqwest::Response, id: u64) -> Result<Answer> {
     let status = response.status();
     let sse = response
         .headers()
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("text/event-stream"));
-    let text = response.text().await.context("reading the answer")?;
+    let body = response.bytes().await.context("reading the answer")?;
+    let text = String::from_utf8_lossy(&body);
     if !status.is_success() {
         bail!("answered {status}: {}", clip(&text));
     }
-    let message = if sse {
-        sse_messages(&text)
-            .find(|m| m["id"] == id)
-            .ok_or_else(|| anyhow!("the event stream held no answer: {}", clip(&text)))?
-    } else {
-        serde_json::from_str(&text)
-            .with_context(|| format!("the answer is not JSON: {}", clip(&text)))?
-    };
-    if let Some(error) = message.get("error") {
-        bail!("answered an error: {error}");
-    }
-    Ok(message.get("result").cloned().unwrap_or(Value::Null))
+    read_answer(&text, sse, id)
 }
 
-/// The JSON messages of an SSE body (events without data, such as the priming one, skipped).
-fn sse_messages(text: &str) -> impl Iterator<Item = Value> + '_ {
-    text.split("\n\n").filter_map(|event| {
-        let data: Vec<&str> = event
-            .lines()
-            .filter_map(|line| line.strip_prefix("data:"))
-            .map(|d| d.strip_prefix(' ').unwrap_or(d))
-            .collect();
-        if data.is_empty() {
+/// The answer to request `id` in a body (an SSE stream, or one JSON message).
+fn read_answer(text: &str, sse: bool, id: u64) -> Result<Answer> {
+    // `None` for a message that is not the answer to `id`.
+    let read = |data: &str| -> Option<Result<Answer>> {
+        let message: Message = serde_json::from_str(data).ok()?;
+        if message.id != Some(id) {
             return None;
         }
-        serde_json::from_str(&data.join("\n")).ok()
+        Some(match (message.error, message.result) {
+            (Some(error), _) => Err(anyhow!("answered an error: {}", clip(error.get()))),
+            (None, result) => Ok(Answer {
+                is_error: result.is_some_and(|r| r.is_error),
+            }),
+        })
+    };
+    let found = if sse {
+        sse_data(text).find_map(|data| read(&data))
+    } else {
+        read(text)
+    };
+    found.unwrap_or_else(|| Err(anyhow!("no answer to request {id} in: {}", clip(text))))
+}
+
+/// The data of each SSE event that has some (the priming event has none); one line's data is
+/// borrowed, several are joined.
+fn sse_data(text: &str) -> impl Iterator<Item = std::borrow::Cow<'_, str>> + '_ {
+    text.split("\n\n").filter_map(|event| {
+        let mut data = event
+            .lines()
+            .filter_map(|line| line.strip_prefix("data:"))
+            .map(|d| d.strip_prefix(' ').unwrap_or(d));
+        let first = data.next()?;
+        let rest: Vec<&str> = data.collect();
+        if rest.is_empty() {
+            return Some(std::borrow::Cow::Borrowed(first));
+        }
+        let mut joined = first.to_string();
+        for line in rest {
+            joined.push('\n');
+            joined.push_str(line);
+        }
+        Some(std::borrow::Cow::Owned(joined))
     })
 }
 
@@ -755,9 +800,21 @@ mod tests {
 
     #[test]
     fn answers_are_found_in_an_event_stream() {
-        let body = "id: 0\nretry: 3000\ndata: \n\nevent: message\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{}}\n\n";
-        let found: Vec<Value> = sse_messages(body).collect();
-        assert_eq!(found, [json!({"jsonrpc": "2.0", "id": 7, "result": {}})]);
+        let body = "id: 0\nretry: 3000\ndata: \n\nevent: message\nid: 1\ndata: {\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"isError\":true,\"content\":[]}}\n\n";
+        assert_eq!(
+            read_answer(body, true, 7).unwrap(),
+            Answer { is_error: true }
+        );
+        assert!(
+            read_answer(body, true, 8).is_err(),
+            "another request's answer"
+        );
+        let error =
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":-32601,"message":"no such method"}}"#;
+        let e = read_answer(error, false, 3).unwrap_err().to_string();
+        assert!(e.contains("no such method"), "{e}");
+        let split = "data: {\"jsonrpc\":\"2.0\",\ndata: \"id\":1,\"result\":{}}\n\n";
+        assert_eq!(read_answer(split, true, 1).unwrap(), Answer::default());
     }
 
     #[test]
