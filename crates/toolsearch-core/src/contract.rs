@@ -169,8 +169,9 @@ pub struct SearchResults {
     pub mode: SearchMode,
     #[serde(flatten)]
     pub page: Page,
-    /// True when no result is a confident match: the tools listed are the closest guesses
-    /// (their scores say how weak), and fallback lists what the catalog offers instead.
+    /// True when the search read meaning (hybrid or semantic) and no result is a confident
+    /// match: the tools listed are the closest guesses (scores under 0.5), and fallback lists
+    /// what the catalog offers instead. Keyword search never says it.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub nothing_fits: bool,
     /// What to do next, when there is something to say.

@@ -164,13 +164,15 @@ pub struct Evidence {
     pub words: f32,
 }
 
-/// A calibrated score below this says the result is a guess: when no result of a search reaches
-/// it, the search says that no tool fits.
+/// A calibrated score below this says the result is a guess: when no result of a search that
+/// read meaning reaches it, the search says that no tool fits.
 pub const CONFIDENT_SCORE: f32 = 0.5;
 
 /// Maps `value` (clamped to 0..1) onto 0..1 so that `floor` lands on [`CONFIDENT_SCORE`]:
 /// linear from 0 to the floor, and from the floor to 1. A fixed, documented function of the
-/// evidence alone, so that a score means the same in every query and catalog.
+/// evidence alone, so that a score means the same in every query and catalog. A floor of 1
+/// turns that evidence off as a sign of fit: it then scores under [`CONFIDENT_SCORE`] whatever
+/// its value.
 pub fn calibrate(value: f32, floor: f32) -> f32 {
     let value = if value.is_finite() {
         value.clamp(0.0, 1.0)
@@ -178,11 +180,13 @@ pub fn calibrate(value: f32, floor: f32) -> f32 {
         0.0
     };
     let floor = if floor.is_finite() {
-        floor.clamp(0.01, 0.99)
+        floor.clamp(0.0, 1.0)
     } else {
-        0.5
+        1.0
     };
-    if value < floor {
+    if floor >= 1.0 {
+        CONFIDENT_SCORE * value.min(0.999)
+    } else if value < floor {
         CONFIDENT_SCORE * value / floor
     } else {
         CONFIDENT_SCORE + (1.0 - CONFIDENT_SCORE) * (value - floor) / (1.0 - floor)
@@ -191,8 +195,8 @@ pub fn calibrate(value: f32, floor: f32) -> f32 {
 
 /// A result's calibrated score: the stronger of its two kinds of evidence, each through
 /// [`calibrate`] with its floor (`meaning_floor` for the similarity, `words_floor` for the
-/// keyword share). Either kind alone can make a result confident; a weak similarity and a
-/// match of a few minor words both stay below [`CONFIDENT_SCORE`].
+/// keyword share). Either kind alone can make a result confident; only a result weak on both
+/// stays below [`CONFIDENT_SCORE`].
 pub fn confidence(evidence: Evidence, config: &SearchConfig) -> f32 {
     let meaning = evidence
         .similarity
@@ -249,6 +253,7 @@ pub struct SearchEngine {
     dense: DenseIndex,
 }
 
+#[derive(Clone, Copy)]
 struct Candidate {
     slot: u32,
     score: f32,
@@ -604,26 +609,57 @@ impl SearchEngine {
                     .is_some_and(|t| request.filters.matches(t, self.naming()))
             });
         }
-        let threshold = request.threshold.unwrap_or(self.config.threshold);
-        candidates.retain(|c| c.exact || c.score >= threshold);
-        let after_threshold = candidates.len();
-        if let Some(band) = request.top_band.or(self.config.top_band) {
-            let best = candidates.iter().map(|c| c.score).fold(0.0, f32::max);
-            candidates.retain(|c| c.exact || c.score >= best * band || Some(c.slot) == dense_first);
-        }
-        let total_matches = candidates.len();
+        // Whether anything fits is read from every candidate's evidence, before the threshold
+        // and the top band (which cut what is shown, not what the catalog holds). Only a search
+        // that read meaning says it: keyword evidence alone does not tell a fitting request
+        // from one no tool fits (docs/EVAL.md, "Scores and 'nothing fits'"), so keyword search
+        // never does.
+        let nothing_fits = matches!(mode, SearchMode::Hybrid | SearchMode::Semantic)
+            && !candidates
+                .iter()
+                .any(|c| c.exact || confidence(c.evidence, &self.config) >= CONFIDENT_SCORE);
         // Scores of the modes that read evidence become its calibrated confidence.
         let calibrated = matches!(
             mode,
             SearchMode::Keyword | SearchMode::Hybrid | SearchMode::Semantic
         );
-        let nothing_fits = if calibrated {
-            !candidates
-                .iter()
-                .any(|c| c.exact || confidence(c.evidence, &self.config) >= CONFIDENT_SCORE)
-        } else {
-            candidates.is_empty()
+        let own_score = |c: &Candidate| {
+            if c.exact {
+                1.0
+            } else if calibrated {
+                confidence(c.evidence, &self.config).min(0.999)
+            } else {
+                c.score
+            }
         };
+        // The threshold and the top band apply to the scores the caller sees. Those are capped
+        // down the ranking, so each cut keeps a prefix of it: everything ranked above the first
+        // candidate whose own score is under the cut.
+        let threshold = request.threshold.unwrap_or(self.config.threshold);
+        let best = candidates
+            .iter()
+            .min_by(|a, b| self.rank_order(a, b))
+            .map_or(0.0, own_score);
+        let band_cut = request
+            .top_band
+            .or(self.config.top_band)
+            .map_or(0.0, |band| best * band);
+        let cut = threshold.max(band_cut);
+        let first_under = candidates
+            .iter()
+            .filter(|c| !c.exact && own_score(c) < cut)
+            .min_by(|a, b| self.rank_order(a, b))
+            .copied();
+        if let Some(first_under) = first_under {
+            // The dense side's clear first stays past the band (not past the threshold).
+            candidates.retain(|c| {
+                c.exact
+                    || self.rank_order(c, &first_under) == std::cmp::Ordering::Less
+                    || (Some(c.slot) == dense_first && own_score(c) >= threshold)
+            });
+        }
+        let after_threshold = candidates.len();
+        let total_matches = candidates.len();
         let explained = explain::resolve(&self.index, &terms);
         self.sort_page(
             &mut candidates,
@@ -635,13 +671,11 @@ impl SearchEngine {
         let shown: Vec<f32> = candidates
             .iter()
             .map(|c| {
-                if c.exact {
-                    1.0
-                } else if calibrated {
-                    cap = cap.min(confidence(c.evidence, &self.config).min(0.999));
-                    cap
+                if c.exact || !calibrated {
+                    own_score(c)
                 } else {
-                    c.score
+                    cap = cap.min(own_score(c));
+                    cap
                 }
             })
             .collect();
@@ -807,17 +841,20 @@ impl SearchEngine {
     /// config says so) the similarity of every keyword candidate, so that a tool found by words
     /// is fused with its own similarity rather than with none. `all` is best first.
     fn dense_list(&self, keyword: &[Candidate], all: Vec<(u32, f32)>) -> Vec<(u32, f32)> {
+        // A tool similar enough to count against "nothing fits" can always be a result, so that
+        // the answer never says nothing fits while leaving out a tool that does.
+        let min_similarity = self.config.min_similarity.min(self.config.meaning_floor);
         if !self.config.dense_for_keyword_hits {
             let mut all = all;
             all.truncate(self.config.dense_candidates);
-            all.retain(|&(_, similarity)| similarity >= self.config.min_similarity);
+            all.retain(|&(_, similarity)| similarity >= min_similarity);
             return all;
         }
         let by_words: rustc_hash::FxHashSet<u32> = keyword.iter().map(|c| c.slot).collect();
         all.into_iter()
             .enumerate()
             .filter(|(rank, (slot, similarity))| {
-                (*rank < self.config.dense_candidates && *similarity >= self.config.min_similarity)
+                (*rank < self.config.dense_candidates && *similarity >= min_similarity)
                     || by_words.contains(slot)
             })
             .map(|(_, hit)| hit)
@@ -963,19 +1000,22 @@ impl SearchEngine {
 
     /// Puts the first `keep` candidates in order (exact names first, then score, then name) and
     /// drops the rest: selecting before sorting keeps a search over many matches cheap.
-    fn sort_page(&self, candidates: &mut Vec<Candidate>, keep: usize) {
+    /// The ranking's order: exact names first, then by score, ties by name (then server).
+    fn rank_order(&self, a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
         let name = |slot: u32| {
             self.index
                 .tool(slot)
                 .map(|t| (t.name.as_str(), t.server.as_str()))
                 .unwrap_or_default()
         };
-        let order = |a: &Candidate, b: &Candidate| {
-            b.exact
-                .cmp(&a.exact)
-                .then_with(|| b.score.total_cmp(&a.score))
-                .then_with(|| name(a.slot).cmp(&name(b.slot)))
-        };
+        b.exact
+            .cmp(&a.exact)
+            .then_with(|| b.score.total_cmp(&a.score))
+            .then_with(|| name(a.slot).cmp(&name(b.slot)))
+    }
+
+    fn sort_page(&self, candidates: &mut Vec<Candidate>, keep: usize) {
+        let order = |a: &Candidate, b: &Candidate| self.rank_order(a, b);
         if keep < candidates.len() {
             // Exact names always make the page; the rest need the keep-th best score (ties kept
             // here, cut after sorting).

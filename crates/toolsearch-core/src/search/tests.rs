@@ -102,19 +102,33 @@ fn everyday_engine() -> SearchEngine {
     .unwrap()
 }
 
-/// A request about nothing in the catalog is answered "nothing fits", with low scores and the
-/// fallback, on the contract every face writes; a request the catalog fits is not.
+fn search(engine: &SearchEngine, request: &str) -> crate::contract::SearchResults {
+    crate::contract::search(
+        engine,
+        &crate::contract::SearchArgs::new(request),
+        &crate::contract::SearchOptions::default(),
+    )
+    .unwrap()
+}
+
+const UNFIT: [&str; 2] = ["what is the weather in Paris", "order a pizza to my door"];
+const FITTING: [&str; 3] = [
+    "read a file",
+    "list the files in a directory",
+    "current time",
+];
+
+/// With a model, a request whose every result is weak in meaning and in words is answered
+/// "nothing fits", with low scores and the fallback, on the contract every face writes; a
+/// request the catalog fits is not.
 #[test]
-fn a_request_no_tool_fits_is_answered_nothing_fits() {
-    let engine = everyday_engine();
-    let options = crate::contract::SearchOptions::default();
-    for request in ["what is the weather in Paris", "order a pizza to my door"] {
-        let results = crate::contract::search(
-            &engine,
-            &crate::contract::SearchArgs::new(request),
-            &options,
-        )
-        .unwrap();
+fn a_request_no_tool_fits_is_answered_nothing_fits_when_the_search_read_meaning() {
+    let mut engine = everyday_engine();
+    engine.set_embedder(Some(Arc::new(crate::embed::HashEmbedder::new(512))));
+    engine.embed_pending().unwrap();
+    for request in UNFIT {
+        let results = search(&engine, request);
+        assert_eq!(results.mode, SearchMode::Hybrid);
         assert!(results.nothing_fits, "{request}: {results:?}");
         assert!(results.fallback.is_some(), "{request}");
         assert!(results.message.is_some(), "{request}");
@@ -129,20 +143,61 @@ fn a_request_no_tool_fits_is_answered_nothing_fits() {
         let json = serde_json::to_value(&results).unwrap();
         assert_eq!(json["nothingFits"], true);
     }
-    for request in [
-        "read a file",
-        "list the files in a directory",
-        "current time",
-    ] {
-        let results = crate::contract::search(
-            &engine,
-            &crate::contract::SearchArgs::new(request),
-            &options,
-        )
-        .unwrap();
+    for request in FITTING {
+        let results = search(&engine, request);
         assert!(!results.nothing_fits, "{request}: {results:?}");
         assert!(results.page.tools[0].score >= f64::from(CONFIDENT_SCORE));
         let json = serde_json::to_value(&results).unwrap();
         assert!(json.get("nothingFits").is_none());
     }
+}
+
+/// Keyword evidence alone does not tell a fitting request from one no tool fits, so keyword
+/// search never says nothing fits: a request that matches no word gets "No tool matched" and
+/// the fallback, as before.
+#[test]
+fn keyword_search_never_says_nothing_fits() {
+    let engine = everyday_engine();
+    for request in UNFIT.iter().chain(&FITTING) {
+        let results = search(&engine, request);
+        assert_eq!(results.mode, SearchMode::Keyword);
+        assert!(!results.nothing_fits, "{request}: {results:?}");
+        if results.page.tools.is_empty() {
+            assert!(results.fallback.is_some(), "{request}");
+        }
+    }
+    let results = search(&engine, "list the files in a directory");
+    assert_eq!(results.page.tools[0].name, "files___list_directory");
+    assert!(results.page.tools[0].score >= f64::from(CONFIDENT_SCORE));
+}
+
+/// Scores read best first, stay in 0..1, and an exact name scores 1, whatever the floors.
+#[test]
+fn scores_read_best_first_and_an_exact_name_scores_one() {
+    let mut engine = everyday_engine();
+    engine.set_embedder(Some(Arc::new(crate::embed::HashEmbedder::new(512))));
+    engine.embed_pending().unwrap();
+    for request in UNFIT.iter().chain(&FITTING).chain(&["read_file"]) {
+        let results = search(&engine, request);
+        let scores: Vec<f64> = results.page.tools.iter().map(|t| t.score).collect();
+        assert!(
+            scores.windows(2).all(|w| w[0] >= w[1]),
+            "{request}: {scores:?}"
+        );
+        assert!(scores.iter().all(|s| (0.0..=1.0).contains(s)), "{scores:?}");
+    }
+    let results = search(&engine, "read_file");
+    assert_eq!(results.page.tools[0].name, "files___read_file");
+    assert_eq!(results.page.tools[0].score, 1.0);
+    assert!(!results.nothing_fits);
+}
+
+#[test]
+fn a_floor_of_one_turns_its_evidence_off_and_a_floor_of_zero_makes_any_confident() {
+    assert!(calibrate(0.999, 1.0) < CONFIDENT_SCORE);
+    assert!(calibrate(1.0, 1.0) < CONFIDENT_SCORE);
+    assert!((calibrate(0.5, 1.0) - 0.25).abs() < 1e-6);
+    assert!((calibrate(0.0, 0.0) - CONFIDENT_SCORE).abs() < 1e-6);
+    assert!((calibrate(1.0, 0.0) - 1.0).abs() < 1e-6);
+    assert!(calibrate(0.3, f32::NAN) < CONFIDENT_SCORE);
 }
