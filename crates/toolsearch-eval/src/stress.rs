@@ -228,7 +228,8 @@ pub struct RequestOutcome {
     pub top_score: f64,
     /// The first three results' names.
     pub top: Vec<String>,
-    /// The ranker said that no tool fits.
+    /// The ranker said that no tool fits (the engine's `nothingFits`; an answer with no result
+    /// at all is counted apart, as "no result").
     pub nothing_fits: bool,
 }
 
@@ -305,7 +306,7 @@ pub fn evaluate_requests(
                 rank,
                 top_score: ranked.first().map_or(0.0, |r| r.score),
                 top: names.iter().take(3).map(|n| n.to_string()).collect(),
-                nothing_fits: nothing_fits || ranked.is_empty(),
+                nothing_fits,
             });
         }
         let scores = |fits: bool| -> Vec<f64> {

@@ -277,36 +277,7 @@ fn run_study(
                 );
                 return Ok(());
             }
-            println!(
-                "floors chosen on all datasets: meaning_floor={} words_floor={}",
-                report.chosen_on_all.0, report.chosen_on_all.1
-            );
-            println!(
-                "  {:<18} {:>14} {:>12} {:>18} {:>20}",
-                "held out",
-                "meaning_floor",
-                "words_floor",
-                "unfit: nothing %",
-                "fitting: nothing %"
-            );
-            for fold in &report.folds {
-                println!(
-                    "  {:<18} {:>14} {:>12} {:>18.1} {:>20.1}",
-                    fold.held_out,
-                    fold.meaning_floor,
-                    fold.words_floor,
-                    percent(fold.unfit_said),
-                    percent(fold.fitting_said)
-                );
-            }
-            println!(
-                "  {:<18} {:>14} {:>12} {:>18.1} {:>20.1}",
-                "held-out mean",
-                "",
-                "",
-                percent(report.held_out_unfit_said),
-                percent(report.held_out_fitting_said)
-            );
+            print!("{}", report.table());
         }
     }
     Ok(())
