@@ -67,8 +67,7 @@ pub struct SearchConfig {
     /// Fuse every keyword candidate with its own similarity, not only the most similar tools.
     pub dense_for_keyword_hits: bool,
     /// A tool no query word matched enters the results by meaning only from this cosine
-    /// similarity up (or from `meaning_floor`, when that is lower): below it, a query about
-    /// nothing in the catalog finds nothing.
+    /// similarity up: below it, a query about nothing in the catalog finds nothing.
     pub min_similarity: f32,
     /// Longest query text embedded, in characters, cut at a word; the keyword side reads it
     /// all. A sentence model's cost grows with every token, and a request's first 400
@@ -85,9 +84,10 @@ pub struct SearchConfig {
     /// The cosine similarity at which meaning alone makes a result confident (calibrated to
     /// `CONFIDENT_SCORE`); a search that read meaning says nothing fits only when no result
     /// reaches this nor `words_floor`. 0.05: under every fitting request's best similarity on
-    /// the visible sets (lowest 0.123) and the everyday check (lowest 0.075), so that a fitting
-    /// request is never turned away; the floor chosen by leave-one-dataset-out (0.275) turns
-    /// away some (docs/EVAL.md, "Scores and 'nothing fits'"). 1 turns it off.
+    /// the visible sets (lowest 0.123) and the everyday check (lowest 0.075), so that no
+    /// fitting request is turned away for its similarity; the floor chosen by
+    /// leave-one-dataset-out (0.275) turns away some (docs/EVAL.md, "Scores and 'nothing
+    /// fits'"). 1 turns it off.
     pub meaning_floor: f32,
     /// The keyword evidence (the keyword score as a share of the most the query's words could
     /// give, times the share of its words the catalog knows) at which words alone make a result

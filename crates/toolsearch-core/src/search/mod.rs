@@ -841,9 +841,9 @@ impl SearchEngine {
     /// config says so) the similarity of every keyword candidate, so that a tool found by words
     /// is fused with its own similarity rather than with none. `all` is best first.
     fn dense_list(&self, keyword: &[Candidate], all: Vec<(u32, f32)>) -> Vec<(u32, f32)> {
-        // A tool similar enough to count against "nothing fits" can always be a result, so that
-        // the answer never says nothing fits while leaving out a tool that does.
-        let min_similarity = self.config.min_similarity.min(self.config.meaning_floor);
+        // Below min_similarity a tool is no match by meaning: a request about nothing in the
+        // catalog finds nothing rather than the least unlike tools.
+        let min_similarity = self.config.min_similarity;
         if !self.config.dense_for_keyword_hits {
             let mut all = all;
             all.truncate(self.config.dense_candidates);
