@@ -32,9 +32,24 @@ const TOOLS: &str = r#"[
 ]"#;
 
 const SERVER: &str = "catalog";
-const QUERIES: [&str; 3] = ["send an email", "read_file", "zzqqxv"];
+/// Each is one search: a ranked hit, an exact name, a miss with its fallback, and several needs
+/// in one search (`queries`), two of which share tools.
+const SEARCHES: [&[&str]; 4] = [
+    &["send an email"],
+    &["read_file"],
+    &["zzqqxv"],
+    &["send an email", "read email messages", "zzqqxv"],
+];
 
-fn library_json(query: &str) -> String {
+/// A search's arguments as a client writes them.
+fn arguments(queries: &[&str]) -> Value {
+    match queries {
+        [one] => json!({"query": one}),
+        several => json!({"queries": several}),
+    }
+}
+
+fn library_json(queries: &[&str]) -> String {
     let mut tools = parse_catalog(TOOLS, "tools.json", Some(CatalogFormat::Mcp)).unwrap();
     for tool in &mut tools {
         tool.server = SERVER.to_string();
@@ -48,16 +63,16 @@ fn library_json(query: &str) -> String {
             engine.embed_pending().unwrap();
         }
     }
-    let results =
-        contract::search(&engine, &SearchArgs::new(query), &SearchOptions::default()).unwrap();
+    let args: SearchArgs = serde_json::from_value(arguments(queries)).unwrap();
+    let results = contract::search(&engine, &args, &SearchOptions::default()).unwrap();
     serde_json::to_string(&results).unwrap()
 }
 
-fn cli_json(catalog: &Path, query: &str) -> String {
+fn cli_json(catalog: &Path, queries: &[&str]) -> String {
     let output = toolsearch()
         .args(["search", "--json", "--catalog"])
         .arg(catalog)
-        .arg(query)
+        .args(queries)
         .stderr(Stdio::inherit())
         .output()
         .unwrap();
@@ -82,13 +97,13 @@ fn every_face_writes_the_same_search_json() {
     if std::env::var_os("TOOLSEARCH_REQUIRE_MODEL").is_some() {
         assert_eq!(status["defaultMode"], "hybrid", "{status}");
     }
-    let plan: Vec<Value> = QUERIES
+    let plan: Vec<Value> = SEARCHES
         .iter()
-        .map(|q| json!({"op": "call_checked", "name": "search_tools", "arguments": {"query": q}}))
+        .map(|q| json!({"op": "call_checked", "name": "search_tools", "arguments": arguments(q)}))
         .collect();
     let report = run_client_at("mcp_client.py", &gateway.url, &json!(plan));
 
-    for (i, query) in QUERIES.iter().enumerate() {
+    for (i, query) in SEARCHES.iter().enumerate() {
         let mcp = &report["steps"][i];
         assert_eq!(mcp["is_error"], false, "{mcp}");
         assert_eq!(
@@ -104,7 +119,7 @@ fn every_face_writes_the_same_search_json() {
             "the text and the structured content are the same JSON"
         );
 
-        let body = json!({"query": query}).to_string();
+        let body = arguments(query).to_string();
         let (status, rest) = http_raw(
             &addr,
             "POST",
@@ -122,14 +137,41 @@ fn every_face_writes_the_same_search_json() {
     }
 
     // The queries exercise a ranked hit, an exact name and a miss with its fallback.
-    let hit: Value = serde_json::from_str(&library_json("send an email")).unwrap();
+    let hit: Value = serde_json::from_str(&library_json(SEARCHES[0])).unwrap();
     assert_eq!(hit["tools"][0]["name"], "catalog___send_email");
     assert!(hit["tools"][0]["inputSchema"].is_object());
-    let exact: Value = serde_json::from_str(&library_json("read_file")).unwrap();
+    assert!(hit.get("perQuery").is_none());
+    let exact: Value = serde_json::from_str(&library_json(SEARCHES[1])).unwrap();
     assert_eq!(exact["tools"][0]["score"], 1.0);
-    let miss: Value = serde_json::from_str(&library_json("zzqqxv")).unwrap();
+    let miss: Value = serde_json::from_str(&library_json(SEARCHES[2])).unwrap();
     assert_eq!(miss["totalMatches"], 0);
     assert_eq!(miss["fallback"]["kind"], "names");
+    // Several needs: each query's own results by name, every tool listed once.
+    let several: Value = serde_json::from_str(&library_json(SEARCHES[3])).unwrap();
+    let parts = several["perQuery"].as_array().unwrap();
+    assert_eq!(parts.len(), 3);
+    assert_eq!(parts[0]["tools"][0], "catalog___send_email");
+    assert_eq!(parts[1]["tools"][0], "catalog___read_email");
+    assert_eq!(parts[2]["fallback"]["kind"], "names");
+    let listed: Vec<&str> = several["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    let named: std::collections::BTreeSet<&str> = parts
+        .iter()
+        .flat_map(|p| p["tools"].as_array().unwrap())
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert_eq!(listed.len(), named.len(), "each tool once: {listed:?}");
+    assert_eq!(
+        listed
+            .iter()
+            .copied()
+            .collect::<std::collections::BTreeSet<_>>(),
+        named
+    );
 }
 
 #[test]

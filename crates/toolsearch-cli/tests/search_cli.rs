@@ -78,6 +78,34 @@ fn table_output() {
     assert_eq!(lines.last().unwrap().trim(), "2 of 2 matches", "{text}");
 }
 
+/// Several queries as several arguments: a table per query, each with its own rows and counts;
+/// six are refused, naming the limit.
+#[test]
+fn several_queries_print_a_table_each() {
+    let dir = peers::scratch("search-cli-several");
+    let catalog = dir.file("catalog.json", CATALOG);
+    let out = search(
+        &catalog,
+        &["--mode", "keyword", "email", "disk", "xqzvbnmk"],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let parts: Vec<&str> = text.split("\n\n").collect();
+    assert_eq!(parts.len(), 3, "{text}");
+    assert!(parts[0].starts_with("email:\n"), "{text}");
+    assert!(parts[0].contains("mail___send_email"), "{text}");
+    assert!(!parts[0].contains("files___"), "{text}");
+    assert!(parts[0].trim_end().ends_with("2 of 2 matches"), "{text}");
+    assert!(parts[1].starts_with("disk:\n"), "{text}");
+    assert!(parts[1].contains("files___write_file"), "{text}");
+    assert!(!parts[1].contains("mail___"), "{text}");
+    assert!(parts[2].contains("no tools match \"xqzvbnmk\""), "{text}");
+
+    let out = search(&catalog, &["a", "b", "c", "d", "e", "f"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("at most 5"), "{}", stderr(&out));
+}
+
 #[test]
 fn table_output_of_a_miss_lists_the_catalog() {
     let dir = peers::scratch("search-cli-miss");

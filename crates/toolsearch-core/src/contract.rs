@@ -25,6 +25,8 @@ pub const DEFAULT_LIMIT: usize = 10;
 pub const MAX_LIMIT: usize = 50;
 /// Searches drop results below this fraction of the best score, unless told otherwise.
 pub const DEFAULT_TOP_BAND: f32 = 0.5;
+/// Most needs one search takes at once (`queries`).
+pub const MAX_QUERIES: usize = 5;
 
 /// The arguments of a search, as every face accepts them.
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
@@ -33,6 +35,10 @@ pub struct SearchArgs {
     /// What the tool should do, in your own words; or a tool's exact name.
     #[serde(default)]
     pub query: String,
+    /// Several needs at once, instead of query: each searched alone.
+    #[serde(default)]
+    #[schemars(length(max = 5))]
+    pub queries: Vec<String>,
     /// hybrid (words and meaning; the default when an embedding model is loaded), keyword (the
     /// default without one), semantic, regex or exact.
     #[serde(default)]
@@ -184,6 +190,31 @@ pub struct SearchResults {
     // Only servers in the caller's scope: a miss while one starts is not the query's fault.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub servers_not_ready: Vec<ServerNotReady>,
+    /// For queries: each query's results by name, best first; tools lists each tool once.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub per_query: Vec<QueryResults>,
+}
+
+// One query's part of a search of several (`queries`). Its tools are named, not repeated: the
+// answer's `tools` lists every tool the queries found once, so a tool two needs share costs its
+// schema once. (Comments, not docs: a doc would be written into every tools/list.)
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueryResults {
+    pub query: String,
+    pub total_matches: usize,
+    pub tools: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<usize>,
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub nothing_fits: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    // Its schema is the answer's fallback; written here as any object, so that the tool's output
+    // schema does not carry that part twice.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(with = "Option<serde_json::Map<String, Value>>")]
+    pub fallback: Option<Fallback>,
 }
 
 /// A server a search may be missing tools of, because it is not ready.
@@ -324,8 +355,91 @@ pub fn round_score(score: f32) -> f64 {
     (f64::from(score) * 1000.0).round() / 1000.0
 }
 
-/// Runs a search through the contract.
+/// Runs a search through the contract: one query, or each of `queries` alone
+/// ([`SearchResults::per_query`]).
 pub fn search(
+    engine: &SearchEngine,
+    args: &SearchArgs,
+    options: &SearchOptions,
+) -> Result<SearchResults> {
+    let queries: Vec<&String> = args
+        .queries
+        .iter()
+        .filter(|q| !q.trim().is_empty())
+        .collect();
+    if queries.is_empty() {
+        return search_one(engine, args, options);
+    }
+    if !args.query.trim().is_empty() {
+        return Err(Error::QueryAndQueries);
+    }
+    if queries.len() > MAX_QUERIES {
+        return Err(Error::TooManyQueries {
+            count: queries.len(),
+            max: MAX_QUERIES,
+        });
+    }
+    let mut each = Vec::with_capacity(queries.len());
+    for query in &queries {
+        let one = SearchArgs {
+            query: query.to_string(),
+            queries: Vec::new(),
+            ..args.clone()
+        };
+        each.push(search_one(engine, &one, options)?);
+    }
+    Ok(merge(each, args.offset.unwrap_or(0)))
+}
+
+/// The answer to several queries: every tool they found once (in the order of the queries, each
+/// query's best first), and each query's own results by name.
+fn merge(each: Vec<SearchResults>, offset: usize) -> SearchResults {
+    let mode = each.first().map_or(SearchMode::Keyword, |r| r.mode);
+    let query = each
+        .iter()
+        .map(|r| r.query.as_str())
+        .collect::<Vec<_>>()
+        .join("; ");
+    let nothing_fits = each.iter().all(|r| r.nothing_fits);
+    let mut seen = HashSet::new();
+    let mut tools = Vec::new();
+    let mut per_query = Vec::with_capacity(each.len());
+    for results in each {
+        let names = results.page.tools.iter().map(|t| t.name.clone()).collect();
+        for tool in results.page.tools {
+            if seen.insert((tool.server.clone(), tool.name.clone())) {
+                tools.push(tool);
+            }
+        }
+        per_query.push(QueryResults {
+            query: results.query,
+            total_matches: results.page.total_matches,
+            tools: names,
+            next_offset: results.page.next_offset,
+            nothing_fits: results.nothing_fits,
+            message: results.message,
+            fallback: results.fallback,
+        });
+    }
+    SearchResults {
+        query,
+        mode,
+        page: Page {
+            total_matches: tools.len(),
+            offset,
+            returned: tools.len(),
+            next_offset: None,
+            tools,
+        },
+        nothing_fits,
+        message: None,
+        fallback: None,
+        servers_not_ready: Vec::new(),
+        per_query,
+    }
+}
+
+fn search_one(
     engine: &SearchEngine,
     args: &SearchArgs,
     options: &SearchOptions,
@@ -391,6 +505,7 @@ fn results(
         message,
         fallback: response.fallback,
         servers_not_ready: Vec::new(),
+        per_query: Vec::new(),
     }
 }
 

@@ -46,6 +46,12 @@ pub enum Error {
         mode: &'static str,
     },
 
+    #[error("a search takes query or queries, not both; put every need in queries")]
+    QueryAndQueries,
+
+    #[error("queries holds {count} requests; one search takes at most {max}, so search the rest in another call")]
+    TooManyQueries { count: usize, max: usize },
+
     #[error("unknown search mode `{0}`; use hybrid, keyword, semantic, regex or exact")]
     UnknownMode(String),
 

@@ -49,9 +49,10 @@ pub struct SearchArgs {
     json: bool,
     #[command(flatten)]
     model: ModelArgs,
-    /// The query; empty lists the catalog.
+    /// The query; empty lists the catalog. Several (up to 5) search several needs at once, each
+    /// alone, in one answer.
     #[arg(default_value = "")]
-    query: String,
+    query: Vec<String>,
 }
 
 pub fn run(args: SearchArgs) -> Result<()> {
@@ -61,13 +62,18 @@ pub fn run(args: SearchArgs) -> Result<()> {
         mode,
         None | Some(SearchMode::Hybrid) | Some(SearchMode::Semantic)
     );
-    if wants_meaning && !args.query.trim().is_empty() {
+    if wants_meaning && args.query.iter().any(|q| !q.trim().is_empty()) {
         if let Some(model) = load_for_search(&args.model) {
             attach_model(&mut engine, model);
         }
     }
+    let (query, queries) = match <[String; 1]>::try_from(args.query) {
+        Ok([one]) => (one, Vec::new()),
+        Err(several) => (String::new(), several),
+    };
     let search = Search {
-        query: args.query,
+        query,
+        queries,
         mode,
         server: OneOrMany(args.server),
         category: OneOrMany(args.category),
@@ -90,10 +96,43 @@ pub fn run(args: SearchArgs) -> Result<()> {
     if args.json {
         // The contract's JSON, byte for byte what the MCP meta-tools and the REST API write.
         println!("{}", serde_json::to_string(&results)?);
-    } else {
+    } else if results.per_query.is_empty() {
         print_table(&results);
+    } else {
+        for (i, part) in results.per_query.iter().enumerate() {
+            if i > 0 {
+                println!();
+            }
+            println!("{}:", part.query);
+            print_table(&one_query(&results, part));
+        }
     }
     Ok(())
+}
+
+/// One query's part of a search of several, as a search of its own, for the table.
+fn one_query(results: &SearchResults, part: &contract::QueryResults) -> SearchResults {
+    let tools: Vec<contract::ToolMatch> = part
+        .tools
+        .iter()
+        .filter_map(|name| results.page.tools.iter().find(|t| &t.name == name))
+        .cloned()
+        .collect();
+    SearchResults {
+        query: part.query.clone(),
+        page: contract::Page {
+            total_matches: part.total_matches,
+            offset: results.page.offset,
+            returned: tools.len(),
+            next_offset: part.next_offset,
+            tools,
+        },
+        nothing_fits: part.nothing_fits,
+        message: part.message.clone(),
+        fallback: part.fallback.clone(),
+        per_query: Vec::new(),
+        ..results.clone()
+    }
 }
 
 /// Gives the engine the model and its tools their vectors, from the disk cache where it has them.

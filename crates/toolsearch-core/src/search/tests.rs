@@ -201,3 +201,82 @@ fn a_floor_of_one_turns_its_evidence_off_and_a_floor_of_zero_makes_any_confident
     assert!((calibrate(1.0, 0.0) - 1.0).abs() < 1e-6);
     assert!(calibrate(0.3, f32::NAN) < CONFIDENT_SCORE);
 }
+
+fn search_several(
+    engine: &SearchEngine,
+    queries: &[&str],
+) -> crate::Result<crate::contract::SearchResults> {
+    let args = crate::contract::SearchArgs {
+        queries: queries.iter().map(|q| q.to_string()).collect(),
+        ..crate::contract::SearchArgs::default()
+    };
+    crate::contract::search(engine, &args, &crate::contract::SearchOptions::default())
+}
+
+/// Several needs in one search: each query is searched alone and keeps its own ranking, counts
+/// and fallback by name; the answer lists every tool they found once.
+#[test]
+fn several_queries_answer_each_need_and_list_each_tool_once() {
+    let engine = everyday_engine();
+    let queries = ["read a file", "current time", "order a pizza to my door"];
+    let several = search_several(&engine, &queries).unwrap();
+    assert_eq!(several.per_query.len(), 3);
+    for (part, query) in several.per_query.iter().zip(queries) {
+        let alone = search(&engine, query);
+        assert_eq!(part.query, query);
+        let names: Vec<String> = alone.page.tools.iter().map(|t| t.name.clone()).collect();
+        assert_eq!(part.tools, names, "{query}");
+        assert_eq!(part.total_matches, alone.page.total_matches, "{query}");
+        assert_eq!(part.fallback, alone.fallback, "{query}");
+        assert_eq!(part.nothing_fits, alone.nothing_fits, "{query}");
+        // Each named tool is in the answer's list, as the search alone wrote it.
+        for tool in &alone.page.tools {
+            assert!(several.page.tools.contains(tool), "{query}: {}", tool.name);
+        }
+    }
+    let listed: Vec<&str> = several.page.tools.iter().map(|t| t.name.as_str()).collect();
+    let distinct: std::collections::HashSet<&str> = listed.iter().copied().collect();
+    assert_eq!(distinct.len(), listed.len(), "{listed:?}");
+    assert_eq!(several.page.returned, listed.len());
+    assert_eq!(
+        several.query,
+        "read a file; current time; order a pizza to my door"
+    );
+
+    // A need asked twice costs its tools once.
+    let twice = search_several(&engine, &["read a file", "read a file"]).unwrap();
+    assert_eq!(twice.page.tools, search(&engine, "read a file").page.tools);
+    assert_eq!(twice.per_query[0], twice.per_query[1]);
+
+    // In JSON the parts are `perQuery`; a search of one query has none.
+    let json = serde_json::to_value(&several).unwrap();
+    assert_eq!(json["perQuery"].as_array().map(Vec::len), Some(3));
+    assert_eq!(json["perQuery"][0]["query"], "read a file");
+    let one = serde_json::to_value(search(&engine, "read a file")).unwrap();
+    assert!(one.get("perQuery").is_none());
+}
+
+#[test]
+fn several_queries_are_refused_beside_a_query_or_over_five() {
+    let engine = everyday_engine();
+    let both = crate::contract::SearchArgs {
+        queries: vec!["current time".into()],
+        ..crate::contract::SearchArgs::new("read a file")
+    };
+    let err = crate::contract::search(&engine, &both, &crate::contract::SearchOptions::default())
+        .unwrap_err();
+    assert!(err.to_string().contains("not both"), "{err}");
+    let six = ["a file", "time", "memory", "fetch", "echo", "sum"];
+    let err = search_several(&engine, &six).unwrap_err();
+    assert!(err.to_string().contains("at most 5"), "{err}");
+    // Blank entries are no need: with none left, it is a search without a query.
+    let blank = search_several(&engine, &["", "  "]).unwrap();
+    assert!(blank.per_query.is_empty());
+    // The arguments as a client writes them.
+    let args: crate::contract::SearchArgs =
+        serde_json::from_value(serde_json::json!({"queries": ["read a file", "current time"]}))
+            .unwrap();
+    assert_eq!(args.queries.len(), 2);
+    let five = search_several(&engine, &six[..5]).unwrap();
+    assert_eq!(five.per_query.len(), 5);
+}

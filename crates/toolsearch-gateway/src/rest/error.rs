@@ -34,7 +34,7 @@ pub enum ApiError {
     #[error("invalid request body: {0}")]
     UnknownField(String),
 
-    #[error("give at least one of `query`, `category` or `tags`; an empty search would return the whole catalog, use list_categories and get_tools_by_category to browse it")]
+    #[error("give at least one of `query`, `queries`, `category` or `tags`; an empty search would return the whole catalog, use list_categories and get_tools_by_category to browse it")]
     MissingCriteria,
 
     #[error("`{field}` is {value}, but must be between {min} and {max}")]
