@@ -287,6 +287,40 @@ fn stress_self_asks_for_every_tool_by_its_first_sentence() {
     );
 }
 
+/// Multi-tool queries of two sentences or more, one sentence per need.
+const SEVERAL: &str = r#"{"id": "s1", "query": "Read the file notes.txt. Then send an email to Bob.", "relevant": ["read_file", "send_email"]}
+{"id": "s2", "query": "What is the weather in Oslo? Open an issue about the crash.", "relevant": ["get_weather", "create_issue"]}
+{"id": "s3", "query": "read the file and mail it", "relevant": ["read_file", "send_email"]}
+{"id": "s4", "query": "Read the file notes.txt. It is long.", "relevant": ["read_file"]}
+"#;
+
+#[test]
+fn stress_several_searches_the_sentences_of_multi_tool_queries_at_once() {
+    let scratch = peers::scratch("eval-cli-several");
+    let dataset = write_dataset(&scratch, "tiny", TOOLS, SEVERAL);
+    let dataset = dataset.to_str().unwrap();
+    let args = ["eval", "--dataset", dataset, "--stress", "several"];
+    let json = json_of(&toolsearch_in(&scratch, &[&args[..], &["--json"]].concat()));
+    assert_eq!(json["stress"], "several");
+    let report = &json["datasets"][0];
+    assert_eq!(report["dataset"], "tiny");
+    // One sentence, or one relevant tool: not measured.
+    assert_eq!(report["queries"], 2);
+    assert_eq!(report["mean_sentences"], 2.0);
+    // Each sentence names its tool's own words: searched apart, both needs are found.
+    assert_eq!(report["split"]["complete"], 1.0, "{report}");
+    for way in ["split", "whole_5", "whole_same"] {
+        let recall = report[way]["recall"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&recall), "{way}: {report}");
+    }
+
+    let out = toolsearch_in(&scratch, &args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains("tiny"), "{table}");
+    assert!(table.contains("split: complete/recall/listed"), "{table}");
+}
+
 #[test]
 fn stress_pooled_scores_each_set_on_all_catalogs_in_one() {
     let scratch = peers::scratch("eval-cli-pooled");

@@ -7,6 +7,7 @@ pub mod fusion;
 pub mod metrics;
 pub mod rankers;
 pub mod run;
+pub mod several;
 pub mod stress;
 pub mod synthetic;
 

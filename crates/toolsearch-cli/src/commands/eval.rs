@@ -37,6 +37,9 @@ pub enum Stress {
     Pooled,
     /// Plain requests over everyday servers (tests/data/everyday), some that no tool fits.
     Everyday,
+    /// Multi-tool queries split into their sentences and searched as `queries` at once, against
+    /// the query searched whole.
+    Several,
 }
 
 impl Stress {
@@ -45,6 +48,7 @@ impl Stress {
             Stress::SelfRetrieval => "self",
             Stress::Pooled => "pooled",
             Stress::Everyday => "everyday",
+            Stress::Several => "several",
         }
     }
 }
@@ -67,8 +71,9 @@ pub struct EvalArgs {
     #[arg(long = "set", value_name = "KEY=VALUE")]
     settings: Vec<String>,
     /// Run a stress check instead of the datasets' queries: `self` (each tool found by its first
-    /// description sentence), `pooled` (every dataset's queries over all catalogs in one) or
-    /// `everyday` (plain requests over tests/data/everyday, some that no tool fits).
+    /// description sentence), `pooled` (every dataset's queries over all catalogs in one),
+    /// `everyday` (plain requests over tests/data/everyday, some that no tool fits) or `several`
+    /// (multi-tool queries split into their sentences, searched as `queries` at once).
     #[arg(long, value_name = "CHECK")]
     stress: Option<Stress>,
     /// Run a study of the hybrid ranker over the datasets instead: `fusion` (fusion options,
@@ -218,6 +223,7 @@ pub fn run(args: EvalArgs) -> Result<()> {
         }
         Some(Stress::Pooled) => run.pooled(&datasets),
         Some(Stress::Everyday) => run.requests(&datasets),
+        Some(Stress::Several) => run.several(&datasets),
     }
 }
 
@@ -396,6 +402,58 @@ impl Run<'_> {
             print_table(dataset);
         }
         print_average(&report.datasets);
+        Ok(())
+    }
+
+    /// Multi-tool queries split into sentences and searched at once, against the query whole,
+    /// through the contract with the engine's default mode (hybrid with the model).
+    fn several(&self, datasets: &[Dataset]) -> Result<()> {
+        let mut reports = Vec::new();
+        for dataset in datasets {
+            let engine = match self.embedder {
+                Some(embedder) => fusion::hybrid_engine(&dataset.tools, self.config, embedder)?,
+                None => toolsearch_core::SearchEngine::from_catalog(
+                    toolsearch_core::Catalog::from_tools(dataset.tools.iter().cloned())?,
+                    self.config.clone(),
+                )?,
+            };
+            let report = toolsearch_eval::several::evaluate_several(dataset, &engine)?;
+            self.save_vectors();
+            reports.push(report);
+        }
+        if self.json {
+            let out = json!({ "stress": "several", "datasets": reports });
+            println!("{}", serde_json::to_string_pretty(&out)?);
+            return Ok(());
+        }
+        println!(
+            "multi-tool queries of more than one sentence: the sentences as `queries` ({} results each), or the query whole",
+            toolsearch_eval::several::PER_QUERY
+        );
+        println!(
+            "  {:<18} {:>7} {:>9}   {:>28}   {:>28}   {:>28}",
+            "dataset",
+            "queries",
+            "sentences",
+            "split: complete/recall/listed",
+            "whole@5: complete/recall",
+            "whole@same: complete/recall"
+        );
+        for r in &reports {
+            println!(
+                "  {:<18} {:>7} {:>9.2}   {:>14.1} / {:>5.1} / {:>4.1}   {:>21.1} / {:>4.1}   {:>21.1} / {:>4.1}",
+                r.dataset,
+                r.queries,
+                r.mean_sentences,
+                100.0 * r.split.complete,
+                100.0 * r.split.recall,
+                r.split.listed,
+                100.0 * r.whole_5.complete,
+                100.0 * r.whole_5.recall,
+                100.0 * r.whole_same.complete,
+                100.0 * r.whole_same.recall,
+            );
+        }
         Ok(())
     }
 
