@@ -90,6 +90,35 @@ impl Tool {
         }
     }
 
+    /// A tool as MCP's `tools/list` describes it. The one rule every reader of MCP tools follows
+    /// (a catalog file, a live server), so that the same tool read either way is the same tool:
+    /// a tool without a description is described by its title, the title is kept in the
+    /// annotations (`title`) either way, and empty annotations are none.
+    pub fn from_mcp(
+        name: String,
+        description: Option<String>,
+        title: Option<String>,
+        annotations: Option<Value>,
+    ) -> Self {
+        let mut annotations = annotations.filter(|a| !a.as_object().is_some_and(|o| o.is_empty()));
+        if let Some(title) = &title {
+            let map = annotations.get_or_insert_with(|| Value::Object(serde_json::Map::new()));
+            if let Some(object) = map.as_object_mut() {
+                object
+                    .entry("title")
+                    .or_insert_with(|| Value::String(title.clone()));
+            }
+        }
+        let description = description
+            .filter(|d| !d.trim().is_empty())
+            .or(title)
+            .unwrap_or_default();
+        Self {
+            annotations,
+            ..Self::new(name, description)
+        }
+    }
+
     pub fn with_server(mut self, server: impl Into<String>) -> Self {
         self.server = server.into();
         self

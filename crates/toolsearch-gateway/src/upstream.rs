@@ -818,22 +818,22 @@ pub(crate) async fn list_tools(
     }
 }
 
-/// An MCP tool as the engine's [`Tool`], owned by `server`.
+/// An MCP tool as the engine's [`Tool`], owned by `server`, by the core's one rule for MCP tools
+/// ([`Tool::from_mcp`]), so a live server's tool equals the same tool read from a file.
 pub fn to_core_tool(server: &str, tool: &rmcp::model::Tool) -> Tool {
-    let description = tool
-        .description
-        .as_deref()
-        .map(str::to_string)
-        .or_else(|| tool.title.clone())
-        .unwrap_or_default();
-    let mut out = Tool::new(tool.name.to_string(), description).with_server(server);
-    // Written straight to compact text; no copy of the schema tree.
-    out.input_schema = ToolSchema::from_object(&tool.input_schema);
-    out.annotations = tool
+    let annotations = tool
         .annotations
         .as_ref()
-        .and_then(|a| serde_json::to_value(a).ok())
-        .filter(|v| v.as_object().is_some_and(|o| !o.is_empty()));
+        .and_then(|a| serde_json::to_value(a).ok());
+    let mut out = Tool::from_mcp(
+        tool.name.to_string(),
+        tool.description.as_deref().map(str::to_string),
+        tool.title.clone(),
+        annotations,
+    )
+    .with_server(server);
+    // Written straight to compact text; no copy of the schema tree.
+    out.input_schema = ToolSchema::from_object(&tool.input_schema);
     out
 }
 
@@ -870,7 +870,40 @@ mod tests {
         .unwrap();
         let tool = to_core_tool("s", &raw);
         assert_eq!(tool.description, "A title");
-        assert_eq!(tool.annotations, None);
+        assert_eq!(tool.annotations, Some(json!({"title": "A title"})));
+    }
+
+    /// The same MCP tool from a live server and from a catalog file is the same tool.
+    #[test]
+    fn a_live_tool_equals_the_same_tool_read_from_a_file() {
+        let listed = json!([
+            {"name": "a", "title": "A title", "inputSchema": {"type": "object"}},
+            {"name": "b", "description": "Bees", "title": "B title",
+             "inputSchema": {"type": "object", "properties": {"n": {"type": "integer"}}},
+             "annotations": {"readOnlyHint": true}},
+            {"name": "c", "description": "Sees", "inputSchema": {"type": "object"},
+             "annotations": {}},
+            {"name": "d", "description": "", "inputSchema": {"type": "object"},
+             "annotations": {"title": "Own title", "destructiveHint": false}}
+        ]);
+        let from_file = toolsearch_core::parse_catalog(
+            &json!({"servers": {"s": listed}}).to_string(),
+            "tools.json",
+            None,
+        )
+        .unwrap();
+        let live: Vec<Tool> = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                to_core_tool(
+                    "s",
+                    &serde_json::from_value::<rmcp::model::Tool>(t.clone()).unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(live, from_file);
     }
 
     #[tokio::test]

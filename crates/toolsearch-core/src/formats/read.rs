@@ -1,7 +1,7 @@
 use crate::error::{Error, Result};
 use crate::tool::{empty_object_schema, DeferPolicy, Tool, ToolSchema};
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::Value;
 use std::collections::BTreeMap;
 use std::str::FromStr;
 
@@ -282,13 +282,6 @@ struct McpTool {
 
 impl McpTool {
     fn into_tool(self) -> Tool {
-        let mut annotations = self.annotations;
-        if let Some(title) = self.title {
-            let map = annotations.get_or_insert_with(|| Value::Object(Map::new()));
-            if let Some(obj) = map.as_object_mut() {
-                obj.entry("title").or_insert(Value::String(title));
-            }
-        }
         let defer = match (self.defer, self.defer_loading) {
             (Some(d), _) => d,
             (None, Some(true)) => DeferPolicy::Always,
@@ -296,13 +289,11 @@ impl McpTool {
         };
         Tool {
             server: self.server.unwrap_or_default(),
-            name: self.name,
-            description: self.description.unwrap_or_default(),
             input_schema: self.input_schema.unwrap_or_default(),
             category: self.category,
             tags: self.tags.unwrap_or_default(),
             defer,
-            annotations,
+            ..Tool::from_mcp(self.name, self.description, self.title, self.annotations)
         }
     }
 }
