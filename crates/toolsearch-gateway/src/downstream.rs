@@ -501,7 +501,7 @@ fn custom_request_error(method: &str, params: Option<Value>) -> ErrorData {
 
 /// Serves one MCP session over stdin/stdout until the client closes it or `shutdown` fires. A
 /// malformed input line is answered with a JSON-RPC error and the session goes on
-/// ([`crate::stdio`]).
+/// (`stdio.rs`).
 pub async fn serve_stdio(gateway: Arc<Gateway>, shutdown: CancellationToken) -> Result<()> {
     let service = GatewayService::stdio(gateway);
     let running = service

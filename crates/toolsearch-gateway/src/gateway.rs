@@ -476,7 +476,7 @@ impl Gateway {
     }
 
     /// Lets the session named `mcp_session_id` rest, when it holds nothing that must stay with
-    /// its connection ([`crate::relay::Relay::holds_nothing`]): once its connection is closed,
+    /// its connection (`Relay::holds_nothing`): once its connection is closed,
     /// its reveals and stored outputs stay under its name for the connection that brings it
     /// back. False (nothing changed) when it must stay as it is.
     pub fn rest_session(&self, mcp_session_id: &str) -> bool {

@@ -7,27 +7,27 @@
 //! - [`UpstreamManager`]: starts and supervises the upstreams, keeps their tool lists current, and
 //!   forwards `tools/call`.
 //! - [`Gateway`]: the upstreams' tools indexed in one engine, disclosure per session, calls routed.
-//! - [`console`]: the web console at `/` (one embedded static page) with its JSON routes, and
+//! - `console`: the web console at `/` (one embedded static page) with its JSON routes, and
 //!   `/metrics`.
 //! - [`downstream`]: the MCP server clients connect to (stdio, Streamable HTTP at `/mcp`).
-//! - [`metrics`], [`observe`]: the Prometheus metrics at `/metrics`, and the last searches with
+//! - [`metrics`], `observe`: the Prometheus metrics at `/metrics`, and the last searches with
 //!   whether a call of a returned tool followed.
 //! - [`payload`]: a preset's tool list in a provider's format and its cost in o200k tokens.
 //! - [`offload`]: large upstream outputs stored per session and read back in pieces.
 //! - [`http_config`]: the `http` config section: the listener's limits and its `Host`/`Origin` rules.
 //! - [`semantic`]: the embedding model loaded and the tools' vectors computed in the background.
-//! - [`prompt_search`]: `search_prompts` and `get_prompt`, the upstreams' prompts and resource
+//! - `prompt_search`: `search_prompts` and `get_prompt`, the upstreams' prompts and resource
 //!   templates found by what they do.
-//! - [`resources`]: upstream resource URIs made unique (`toolsearch://<server>/<uri>`) and mapped back.
-//! - [`relay`]: what flows between sessions and upstreams besides requests: upstream requests to the
+//! - `resources`: upstream resource URIs made unique (`toolsearch://<server>/<uri>`) and mapped back.
+//! - `relay`: what flows between sessions and upstreams besides requests: upstream requests to the
 //!   client (sampling, elicitation, roots), progress, log messages and resource updates.
 //! - [`rest`]: the REST API (`/api/mcp-standard/...`, `/api/openapi.json`) as an axum router.
 
 pub mod child_env;
 pub mod config;
-pub mod console;
+mod console;
 pub mod downstream;
-pub mod error;
+mod error;
 pub mod gateway;
 mod http_calls;
 pub mod http_config;
@@ -35,18 +35,18 @@ mod http_sessions;
 mod listing;
 mod memory;
 pub mod metrics;
-pub mod observe;
+mod observe;
 pub mod offload;
 pub mod payload;
-pub mod prompt_search;
-pub mod relay;
-pub mod resources;
+mod prompt_search;
+mod relay;
+mod resources;
 pub mod rest;
 pub mod semantic;
-pub mod shared;
+mod shared;
 mod state;
-pub mod stdio;
-pub mod supervisor;
+mod stdio;
+mod supervisor;
 pub mod upstream;
 mod wire;
 

@@ -16,7 +16,7 @@
 
 mod canonical;
 
-pub use canonical::{canonical_uri, in_scope, NotCanonical};
+pub use canonical::{canonical_uri, in_scope};
 
 use rmcp::model::{
     CallToolResult, ContentBlock, GetPromptResult, ReadResourceResult, ResourceContents,

@@ -358,14 +358,6 @@ impl InProcessMcpSessions {
         states.remove(session_id);
         crate::memory::shrink_when_sparse(&mut states);
     }
-
-    pub fn len(&self) -> usize {
-        self.lock().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 #[async_trait]
