@@ -51,6 +51,7 @@ pub(crate) fn shrink_when_sparse<K: Eq + std::hash::Hash, V, S: std::hash::Build
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn trim() {
     // SAFETY: malloc_trim only walks the allocator's own free lists under its locks.
+    #[allow(unsafe_code)]
     let released = unsafe { libc::malloc_trim(0) };
     tracing::debug!(
         released = released != 0,

@@ -273,8 +273,8 @@ fn why_stopped(status: Option<ExitStatus>, stderr: &[u8], limit: Duration) -> St
     }
 }
 
-/// The jq worker's `main`: reads one [`Request`] and the stored text from stdin, limits its own
-/// memory and CPU time, runs the filter and writes one [`Reply`] to stdout. Nothing is logged
+/// The jq worker's `main`: reads one `Request` and the stored text from stdin, limits its own
+/// memory and CPU time, runs the filter and writes one `Reply` to stdout. Nothing is logged
 /// and panics print nothing (their messages could quote the stored text).
 pub fn run_jq_worker() -> ExitCode {
     std::panic::set_hook(Box::new(|_| {}));
@@ -344,6 +344,7 @@ fn limit_resources(request: &Request) {
     let memory = limit(request.memory_bytes, request.memory_bytes);
     let cpu = limit(request.cpu_secs, request.cpu_secs.saturating_add(1));
     // SAFETY: setrlimit reads the struct it is given and changes only this process's limits.
+    #[allow(unsafe_code)]
     unsafe {
         libc::setrlimit(libc::RLIMIT_AS, &memory);
         libc::setrlimit(libc::RLIMIT_CPU, &cpu);
@@ -415,6 +416,7 @@ mod tests {
     /// ended: it holds no memory and runs nothing).
     fn exists(pid: u32) -> bool {
         // SAFETY: signal 0 only checks that the process exists and may be signalled.
+        #[allow(unsafe_code)]
         let signalable = unsafe { libc::kill(pid as libc::pid_t, 0) == 0 };
         let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .ok()
