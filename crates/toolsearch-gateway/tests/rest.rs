@@ -274,7 +274,8 @@ async fn search_modes_and_misses() {
 async fn search_input_errors_are_400_with_a_reason() {
     let server = Server::start(&[TOKEN]).await;
 
-    // An empty body and an empty object both say what is missing.
+    // An empty body, an empty object and blank criteria browse the catalog a page at a time,
+    // as MCP's search_tools does.
     let response = server
         .client
         .post(server.url(rest::SEARCH_TOOLS_PATH))
@@ -282,15 +283,15 @@ async fn search_input_errors_are_400_with_a_reason() {
         .send()
         .await
         .unwrap();
-    let (status, body) = decode(response).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
-    let (code, message) = error_of(&body);
-    assert_eq!(code, "missing_criteria");
-    assert!(message.contains("query") && message.contains("category") && message.contains("tags"));
+    let (status, browsed) = decode(response).await;
+    assert_eq!(status, StatusCode::OK, "{browsed}");
+    assert!(browsed["totalMatches"].as_u64().unwrap() > 0, "{browsed}");
+    assert!(browsed["tools"].as_array().is_some_and(|t| !t.is_empty()));
     for empty in [json!({}), json!({"query": "  ", "tags": []})] {
         let (status, body) = server.search(empty).await;
-        assert_eq!(status, StatusCode::BAD_REQUEST);
-        assert_eq!(error_of(&body).0, "missing_criteria");
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(body["tools"], browsed["tools"]);
+        assert_eq!(body["totalMatches"], browsed["totalMatches"]);
     }
 
     let (status, body) = server
@@ -863,7 +864,8 @@ async fn openapi_document_matches_the_routes() {
     }
 
     // Errors answer with the documented error shape.
-    let (_, error) = server.search(json!({})).await;
+    let (_, error) = server.search(json!({"limit": 0})).await;
+    assert_eq!(error_of(&error).0, "out_of_range", "{error}");
     let validator = jsonschema::validator_for(&schema_of("Error")).unwrap();
     assert!(validator.is_valid(&error), "{error}");
     // Neighbouring paths are not served.

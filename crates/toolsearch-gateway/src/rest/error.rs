@@ -34,9 +34,6 @@ pub enum ApiError {
     #[error("invalid request body: {0}")]
     UnknownField(String),
 
-    #[error("give at least one of `query`, `queries`, `category` or `tags`; an empty search would return the whole catalog, use list_categories and get_tools_by_category to browse it")]
-    MissingCriteria,
-
     #[error("`{field}` is {value}, but must be between {min} and {max}")]
     OutOfRange {
         field: &'static str,
@@ -80,7 +77,6 @@ impl ApiError {
             ApiError::UnsupportedMediaType { .. } => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ApiError::InvalidBody(_)
             | ApiError::UnknownField(_)
-            | ApiError::MissingCriteria
             | ApiError::OutOfRange { .. }
             | ApiError::BadQuery(_) => StatusCode::BAD_REQUEST,
             ApiError::UnknownCategory { .. } | ApiError::NotFound { .. } => StatusCode::NOT_FOUND,
@@ -100,7 +96,6 @@ impl ApiError {
             ApiError::UnsupportedMediaType { .. } => "unsupported_media_type",
             ApiError::InvalidBody(_) => "invalid_body",
             ApiError::UnknownField(_) => "unknown_field",
-            ApiError::MissingCriteria => "missing_criteria",
             ApiError::OutOfRange { .. } => "out_of_range",
             ApiError::BadQuery(_) => "invalid_query",
             ApiError::UnknownCategory { .. } => "unknown_category",
@@ -112,7 +107,7 @@ impl ApiError {
     }
 
     /// Every code, for the OpenAPI document.
-    pub const CODES: [&'static str; 15] = [
+    pub const CODES: [&'static str; 14] = [
         "unauthorized",
         "forbidden",
         "request_timeout",
@@ -120,7 +115,6 @@ impl ApiError {
         "unsupported_media_type",
         "invalid_body",
         "unknown_field",
-        "missing_criteria",
         "out_of_range",
         "invalid_query",
         "unknown_category",

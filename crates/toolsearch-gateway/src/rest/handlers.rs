@@ -56,14 +56,7 @@ pub(crate) async fn search_tools(
     grant: Grant,
     ApiJson(args): ApiJson<SearchArgs>,
 ) -> Result<Json<SearchResults>, ApiError> {
-    let criteria = !args.query.trim().is_empty()
-        || args.queries.iter().any(|q| !q.trim().is_empty())
-        || args.category.0.iter().any(|c| !c.trim().is_empty())
-        || args.tags.0.iter().any(|t| !t.trim().is_empty())
-        || args.server.0.iter().any(|s| !s.trim().is_empty());
-    if !criteria {
-        return Err(ApiError::MissingCriteria);
-    }
+    // A search without criteria browses the catalog a page at a time, as every face does.
     check_limit(args.limit)?;
     let status = state.status.clone();
     let observer = state.observer.clone();
