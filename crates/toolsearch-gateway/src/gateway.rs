@@ -33,7 +33,10 @@ use crate::listing::Listing;
 use crate::metrics::Face;
 use crate::observe::Observer;
 use crate::offload::{self, OffloadError, OffloadStore, OffloadTool};
-use crate::prompt_search::{self, GetPromptArgs, PromptIndex, PromptTool, SearchPromptsArgs};
+use crate::prompt_search::{
+    self, GetPromptArgs, PromptIndex, PromptTool, SearchPromptsArgs, DEFAULT_PROMPT_LIMIT,
+    MAX_PROMPT_LIMIT,
+};
 use crate::relay::CallOrigin;
 use crate::resources;
 use crate::rest::SharedEngine;
@@ -1312,12 +1315,18 @@ impl Gateway {
                 if self.prompt_index.needs_rebuild() {
                     self.rebuild_prompt_index().await;
                 }
-                let limit = args.limit.unwrap_or(5).clamp(1, 20);
+                let limit = args
+                    .limit
+                    .unwrap_or(DEFAULT_PROMPT_LIMIT)
+                    .clamp(1, MAX_PROMPT_LIMIT);
+                let offset = args.offset.unwrap_or(0);
                 let scope = self.session_scope(session);
                 // A search is CPU work that grows with the query: on the blocking pool.
                 let gateway = self.clone();
                 let searched = tokio::task::spawn_blocking(move || {
-                    gateway.prompt_index.search(&args.query, limit, &scope)
+                    gateway
+                        .prompt_index
+                        .search(&args.query, limit, offset, &scope)
                 })
                 .await;
                 match searched {

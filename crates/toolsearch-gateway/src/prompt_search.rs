@@ -30,6 +30,11 @@ pub enum PromptTool {
     Get,
 }
 
+/// Results per page of `search_prompts` when the call gives no `limit`.
+pub const DEFAULT_PROMPT_LIMIT: usize = 5;
+/// Largest page of `search_prompts`.
+pub const MAX_PROMPT_LIMIT: usize = 20;
+
 /// Arguments of `search_prompts`.
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -39,6 +44,9 @@ pub struct SearchPromptsArgs {
     /// Results, 1-20 (default 5).
     #[serde(default)]
     pub limit: Option<usize>,
+    /// Skip this many (the previous page's nextOffset).
+    #[serde(default)]
+    pub offset: Option<usize>,
 }
 
 /// Arguments of `get_prompt`.
@@ -63,7 +71,8 @@ pub struct PromptMatch {
     pub description: String,
     /// The prompt's arguments or the template's variables.
     pub arguments: Vec<PromptArgumentInfo>,
-    pub score: f32,
+    /// 0..1, three decimals, as in tool searches.
+    pub score: f64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
@@ -74,10 +83,16 @@ pub struct PromptArgumentInfo {
     pub required: bool,
 }
 
-/// What `search_prompts` returns.
+/// What `search_prompts` returns: a page, counted as tool searches count theirs.
 #[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct PromptSearchResults {
     pub query: String,
+    pub total_matches: usize,
+    pub offset: usize,
+    pub returned: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next_offset: Option<usize>,
     pub results: Vec<PromptMatch>,
 }
 
@@ -254,12 +269,17 @@ impl PromptIndex {
         &self,
         query: &str,
         limit: usize,
+        offset: usize,
         scope: &Scope,
     ) -> Result<PromptSearchResults, toolsearch_core::Error> {
         let guard = self.engine.lock().unwrap_or_else(|e| e.into_inner());
         let Some(engine) = guard.as_ref() else {
             return Ok(PromptSearchResults {
                 query: query.to_string(),
+                total_matches: 0,
+                offset,
+                returned: 0,
+                next_offset: None,
                 results: Vec::new(),
             });
         };
@@ -270,6 +290,7 @@ impl PromptIndex {
         let request = SearchRequest::new(query)
             .mode(SearchMode::Keyword)
             .limit(limit)
+            .offset(offset)
             .filters(filters);
         let response = engine.search(&request)?;
         let naming = engine.naming();
@@ -288,12 +309,17 @@ impl PromptIndex {
                     },
                     description: tool.description.clone(),
                     arguments: arguments_of(tool),
-                    score: hit.score,
+                    score: toolsearch_core::contract::round_score(hit.score),
                 }
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let end = offset.saturating_add(results.len());
         Ok(PromptSearchResults {
             query: query.to_string(),
+            total_matches: response.total_matches,
+            offset,
+            returned: results.len(),
+            next_offset: (end < response.total_matches).then_some(end),
             results,
         })
     }
@@ -371,7 +397,7 @@ mod tests {
         assert!(!index.needs_rebuild());
 
         let found = index
-            .search("write the release notes", 5, &Scope::all())
+            .search("write the release notes", 5, 0, &Scope::all())
             .unwrap();
         let first = &found.results[0];
         assert_eq!(first.kind, "prompt");
@@ -386,7 +412,7 @@ mod tests {
         );
 
         let found = index
-            .search("server logs of a day", 5, &Scope::all())
+            .search("server logs of a day", 5, 0, &Scope::all())
             .unwrap();
         assert_eq!(found.results[0].kind, "resource_template");
         assert_eq!(
@@ -395,10 +421,29 @@ mod tests {
         );
         assert_eq!(found.results[0].arguments[0].name, "day");
 
+        // Pages are counted as tool searches count theirs; scores have three decimals.
+        let all = index
+            .search("release notes logs", 5, 0, &Scope::all())
+            .unwrap();
+        assert!(all.total_matches >= 2, "{all:?}");
+        let first = index
+            .search("release notes logs", 1, 0, &Scope::all())
+            .unwrap();
+        assert_eq!((first.returned, first.next_offset), (1, Some(1)));
+        assert_eq!(first.total_matches, all.total_matches);
+        let second = index
+            .search("release notes logs", 1, 1, &Scope::all())
+            .unwrap();
+        assert_eq!(second.offset, 1);
+        assert_eq!(second.results[0], all.results[1]);
+        for found in &all.results {
+            assert_eq!(found.score, (found.score * 1000.0).round() / 1000.0);
+        }
+
         // Outside the caller's scope, nothing is found.
         let none = Scope::none();
         assert!(index
-            .search("release notes", 5, &none)
+            .search("release notes", 5, 0, &none)
             .unwrap()
             .results
             .is_empty());
