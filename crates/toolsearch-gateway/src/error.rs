@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::config::ConfigError;
-use crate::state::ServerState;
+use crate::server_state::ServerState;
 
 pub type Result<T, E = GatewayError> = std::result::Result<T, E>;
 

@@ -26,7 +26,7 @@ use crate::config::{GatewayConfig, ServerConfig, SupervisorConfig, Transport};
 use crate::error::{GatewayError, Result};
 use crate::http_calls::HttpCalls;
 use crate::relay::{CallOrigin, Relay};
-pub use crate::state::ServerState;
+pub use crate::server_state::ServerState;
 use crate::upstream::{self, Connection, Signal, StderrTail, UpstreamError};
 
 /// What changed upstream.
