@@ -6,7 +6,10 @@ directory's module). An edge A -> B is a path in A's non-test code that names B:
 `super::b::...` or `self::b::...` in `use` declarations and in expressions. A path to a parent
 module's own item counts as an edge to the parent; a parent's `mod` declarations and re-exports of
 its children (`pub use child::Item`) do not count, since they make the children its parts. Test modules (`#[cfg(test)] mod tests` and
-what follows it) are left out: tests may reach anywhere. Prints every cycle found; exit 1 if any.
+what follows it) and files named `tests.rs` are left out: tests may reach anywhere. The same check
+runs on folders: an edge between two of a crate's top-level modules (a folder and all below it)
+for every edge between their parts, so that two folders never lean on each other even where no
+two files do. Prints every cycle found; exit 1 if any.
 
     python3 scripts/check-module-cycles.py [REPOSITORY_ROOT]
 """
@@ -128,16 +131,22 @@ def main():
             continue
         files = {module_of(src, f): f for f in src.rglob("*.rs")}
         modules = set(files)
-        edges = {}
+        edges, folders = {}, {}
         for here, file in files.items():
+            if file.name == "tests.rs":
+                continue
             for path in paths_in(code_of(file)):
                 target = resolve(path, here, modules)
                 if target is not None and target != here:
                     edges.setdefault(here, set()).add(target)
-        for comp in cycles(edges):
-            failed = True
-            names = sorted("::".join(m) or "<root>" for m in comp)
-            print(f"{crate.name}: modules in a cycle: {', '.join(names)}")
+                    # Between two top-level modules (the crate root is below them all).
+                    if here and target and here[0] != target[0]:
+                        folders.setdefault(here[:1], set()).add(target[:1])
+        for kind, graph in (("modules", edges), ("top-level modules", folders)):
+            for comp in cycles(graph):
+                failed = True
+                names = sorted("::".join(m) or "<root>" for m in comp)
+                print(f"{crate.name}: {kind} in a cycle: {', '.join(names)}")
     if failed:
         sys.exit(1)
     print("no module cycles")

@@ -2,6 +2,7 @@
 //! keyword, regex and exact modes, and the disclosure mechanism that decides which tool definitions
 //! a model sees. No network, no async runtime: callers bring their own I/O.
 
+pub(crate) mod analyzer;
 pub mod catalog;
 pub mod contract;
 pub mod disclosure;

@@ -46,8 +46,7 @@ use crate::http_sessions::{
 };
 use crate::rest::{self, Grant, RestState};
 
-/// Where the MCP endpoint is mounted on the HTTP listener.
-pub const MCP_PATH: &str = "/mcp";
+pub use crate::MCP_PATH;
 
 /// Ends the disclosure session when the last handle of an MCP session goes away.
 struct SessionGuard {

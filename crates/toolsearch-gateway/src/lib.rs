@@ -54,7 +54,11 @@ pub use config::{
     ConfigError, GatewayConfig, OffloadConfig, RestConfig, SemanticConfig, ServerConfig,
     ToolSearchConfig, Transport,
 };
-pub use downstream::{GatewayService, MCP_PATH};
+pub use downstream::GatewayService;
+
+/// Where the MCP endpoint is mounted on the HTTP listener. Here, below every module, because
+/// both the MCP side and the REST side's auth read it.
+pub const MCP_PATH: &str = "/mcp";
 pub use error::{GatewayError, Result};
 pub use gateway::Gateway;
 pub use supervisor::{ServerState, SupervisorOptions, UpstreamEvent, UpstreamManager};

@@ -3,7 +3,7 @@
 //! weights. It knows no synonyms: it is a test double, not a model.
 
 use super::{normalize, EmbedError, Embedder};
-use crate::search::analyzer::Analyzer;
+use crate::analyzer::Analyzer;
 
 /// Each stemmed content word adds ±1 to one of `dims` buckets, chosen by a fixed hash (FNV-1a),
 /// so the same text gives the same vector on every platform and run. Vectors are L2-normalised;

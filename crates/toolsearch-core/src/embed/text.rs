@@ -3,7 +3,7 @@
 //! characters. The bound keeps indexing cost per tool flat (a sentence model reads at most a few
 //! hundred tokens anyway) and keeps one long description from crowding out the parameters.
 
-use crate::search::analyzer::split_words;
+use crate::analyzer::split_words;
 use crate::tool::Tool;
 use std::collections::HashSet;
 

@@ -1,7 +1,7 @@
 //! Near matches for query words that match nothing: typos (`wether` → `weather`), abbreviations
 //! (`msg` → `message`) and truncations (`calc` → `calculate`).
 
-use super::analyzer::{is_request_filler, is_stopword};
+use crate::analyzer::{is_request_filler, is_stopword};
 
 /// A catalog word held by more than this share of the tools (and by more than one) is
 /// stop-like: it says little about any tool, and a near match onto it finds tools by accident.

@@ -5,11 +5,11 @@
 //! BM25F way: weighted, length-normalised term frequencies are summed across fields before
 //! saturation, so a word repeated in the name and the description is not counted twice over.
 
-use super::analyzer::{Analyzer, Token};
 use super::config::SearchConfig;
 use super::field::{Field, FIELD_COUNT};
 use super::synonyms::Synonyms;
 use super::terms::{SlotTerms, Vocabulary, WordToken};
+use crate::analyzer::{Analyzer, Token};
 use crate::error::{Error, Result};
 use crate::tool::Tool;
 use rustc_hash::{FxHashMap, FxHasher};

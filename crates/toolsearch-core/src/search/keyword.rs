@@ -1,12 +1,12 @@
 //! Keyword mode: evaluates a parsed query against the index with BM25F.
 
-use super::analyzer::{is_request_filler, is_stopword, split_words, Token};
 use super::config::SearchConfig;
 use super::explain::{Form, QueryTerm};
 use super::field::Field;
 use super::fuzzy;
 use super::index::{Hits, Source, ToolIndex};
 use super::query::{FieldScope, Query};
+use crate::analyzer::{is_request_filler, is_stopword, split_words, Token};
 use crate::error::Result;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 

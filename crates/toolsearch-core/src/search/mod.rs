@@ -1,7 +1,6 @@
 //! Search over a catalog: keyword (BM25F with a query syntax and fuzzy fallback), regex and exact
 //! modes, then one ranking pipeline: exact-name bonus → filters → threshold → top band → cap.
 
-pub(crate) mod analyzer;
 mod config;
 mod dense;
 mod explain;
@@ -932,9 +931,11 @@ impl SearchEngine {
     /// of the catalog holds, as written or as a stem; 1 for a query without content words.
     fn query_coverage(&self, query: &str) -> f32 {
         let tokens = self.index.analyzer().tokens(query);
-        let content: Vec<&analyzer::Token> = tokens
+        let content: Vec<&crate::analyzer::Token> = tokens
             .iter()
-            .filter(|t| !analyzer::is_stopword(&t.raw) && !analyzer::is_request_filler(&t.raw))
+            .filter(|t| {
+                !crate::analyzer::is_stopword(&t.raw) && !crate::analyzer::is_request_filler(&t.raw)
+            })
             .collect();
         if content.is_empty() {
             return 1.0;

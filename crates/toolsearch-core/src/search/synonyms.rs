@@ -1,7 +1,7 @@
 //! A small table of words that tools and the people who call them use for the same thing
 //! ("fetch" a page that a tool "gets"). A query word also searches its synonyms, at a discount.
 
-use super::analyzer::Analyzer;
+use crate::analyzer::Analyzer;
 use std::collections::HashMap;
 
 /// Groups of interchangeable words, as written (they are stemmed when the table is built).

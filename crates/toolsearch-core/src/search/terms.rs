@@ -4,8 +4,8 @@
 //! which words a tool holds where. Keeping that as a short sorted list of numbers per tool, made
 //! once when the tool is indexed, means none of them analyses a tool's text again.
 
-use super::analyzer::{is_stopword, lowercase_into, split_words, Analyzer};
 use super::field::{Field, FIELD_COUNT};
+use crate::analyzer::{is_stopword, lowercase_into, split_words, Analyzer};
 use crate::error::{Error, Result};
 use crate::tool::Tool;
 use rustc_hash::FxHashMap;
@@ -288,7 +288,7 @@ impl SlotTerms {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::search::analyzer::Token;
+    use crate::analyzer::Token;
     use serde_json::json;
 
     fn add(vocabulary: &mut Vocabulary, tool: &Tool) -> SlotTerms {

@@ -509,10 +509,7 @@ pub async fn require_token(
                     token = grant.label(),
                     "request refused: the token is at http.maxRequestsPerToken"
                 );
-                let mcp = request
-                    .uri()
-                    .path()
-                    .starts_with(crate::downstream::MCP_PATH);
+                let mcp = request.uri().path().starts_with(crate::MCP_PATH);
                 return at_limit(
                     mcp,
                     &format!(
