@@ -25,7 +25,6 @@ mod worker;
 
 use std::time::Duration;
 
-use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::config::OffloadConfig;
@@ -63,6 +62,10 @@ pub enum OffloadError {
 
     #[error("invalid arguments for {tool}: {message}; see the tool's input schema")]
     InvalidArguments { tool: &'static str, message: String },
+
+    /// Arguments that do not match the tool's schema, as the core says it for every served tool.
+    #[error("{0}")]
+    Arguments(String),
 
     #[error("invalid regex `{pattern}`: {message}; fix the pattern, or set mode = \"words\" to search for plain words")]
     BadRegex { pattern: String, message: String },
@@ -181,34 +184,14 @@ pub fn guidance(config: &OffloadConfig) -> String {
     )
 }
 
-fn parse_args<T: for<'de> Deserialize<'de>>(
+/// A call's arguments, checked against the tool's declared schema and read, by the core's one
+/// rule for served tools (the meta-tools' and the prompt tools'), with its error.
+fn parse_args<T: serde::de::DeserializeOwned + schemars::JsonSchema>(
     tool: OffloadTool,
     arguments: Value,
 ) -> Result<T, OffloadError> {
-    let arguments = if arguments.is_null() {
-        json!({})
-    } else {
-        arguments
-    };
-    serde_json::from_value(arguments).map_err(|e| OffloadError::InvalidArguments {
-        tool: tool.name(),
-        message: e.to_string(),
-    })
-}
-
-/// A pattern or filter within the bounds its schema states: 1 to [`MAX_PATTERN_CHARS`] characters.
-fn check_pattern(tool: OffloadTool, field: &str, value: &str) -> Result<(), OffloadError> {
-    let message = if value.is_empty() {
-        format!("`{field}` is empty; give at least one character")
-    } else if value.chars().count() > MAX_PATTERN_CHARS {
-        format!("`{field}` is longer than {MAX_PATTERN_CHARS} characters; shorten it")
-    } else {
-        return Ok(());
-    };
-    Err(OffloadError::InvalidArguments {
-        tool: tool.name(),
-        message,
-    })
+    toolsearch_core::parse_arguments(tool.name(), arguments)
+        .map_err(|e| OffloadError::Arguments(e.to_string()))
 }
 
 /// A call to one of the three tools with its arguments read and checked against the bounds their
@@ -224,21 +207,14 @@ enum Call {
 }
 
 impl OffloadCall {
-    /// Reads `arguments` (null reads as `{}`) as the arguments of `tool`. A filter is only
-    /// checked for its length here: it is compiled in the worker.
+    /// Reads `arguments` (null reads as `{}`) as the arguments of `tool`, within the bounds its
+    /// schema states (a pattern or filter of 1 to [`MAX_PATTERN_CHARS`] characters). A filter is
+    /// compiled in the worker, not here.
     pub fn parse(tool: OffloadTool, arguments: Value) -> Result<Self, OffloadError> {
         let call = match tool {
             OffloadTool::Read => Call::Read(parse_args(tool, arguments)?),
-            OffloadTool::Search => {
-                let args: search::SearchArgs = parse_args(tool, arguments)?;
-                check_pattern(tool, "pattern", &args.pattern)?;
-                Call::Search(args)
-            }
-            OffloadTool::Query => {
-                let args: jq::QueryArgs = parse_args(tool, arguments)?;
-                check_pattern(tool, "filter", &args.filter)?;
-                Call::Query(args)
-            }
+            OffloadTool::Search => Call::Search(parse_args(tool, arguments)?),
+            OffloadTool::Query => Call::Query(parse_args(tool, arguments)?),
         };
         Ok(Self(call))
     }
@@ -432,11 +408,14 @@ pub(crate) mod tests {
                 .call("a", tool, json!({"handle": handle, field: value}), t)
                 .await
                 .unwrap_err();
+            // Refused by the tool's declared schema (1 to MAX_PATTERN_CHARS characters), as
+            // every served tool's arguments are.
             assert!(
-                matches!(err, OffloadError::InvalidArguments { .. }),
+                matches!(err, OffloadError::Arguments(_)),
                 "{tool:?} {field} of {} chars: {err}",
                 value.len()
             );
+            assert!(err.to_string().contains(tool.name()), "{err}");
             assert!(err.to_string().contains(field), "{err}");
         }
         let err = store
