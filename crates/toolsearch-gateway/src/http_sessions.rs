@@ -579,6 +579,16 @@ pub(crate) async fn require_session_owner(
         _ => None,
     };
     let response = next.run(request).await;
+    if let Some(id) = &named {
+        // Ended while this request ran (a replica's notice, a revoked token, a DELETE): rmcp
+        // answers it 500 ("session service terminated"); the client is told what any request on
+        // an ended session is told.
+        if response.status() == StatusCode::INTERNAL_SERVER_ERROR
+            && sessions.lock().owner(id).is_none()
+        {
+            return unknown_session();
+        }
+    }
     match (named, owner) {
         (None, Some(owner)) => {
             let created = response
