@@ -218,6 +218,18 @@ impl HttpCalls {
         self.refused(&bad_answer(&error))
     }
 
+    /// What a failed resume of an answer's stream means: a server that cannot be reached is
+    /// gone, as for a failed post (it went away while answering); anything else is a failed send.
+    fn resume_failed(&self, error: StreamableHttpError<reqwest::Error>) -> ServiceError {
+        if matches!(&error, StreamableHttpError::Client(e) if e.is_connect()) {
+            tracing::warn!(target: "upstream", server = %self.server, "cannot be reached: {}", error_chain(&error));
+            return ServiceError::TransportClosed;
+        }
+        ServiceError::TransportSend(DynamicTransportError::new::<HttpTransport, RoleClient>(
+            error,
+        ))
+    }
+
     /// Reads the answer's SSE stream until the answer, resuming it when it ends before.
     async fn read_stream(
         &self,
@@ -283,11 +295,11 @@ impl HttpCalls {
             resumes += 1;
             tokio::time::sleep(retry).await;
             tracing::debug!(target: "upstream", server = %self.server, event_id, "resuming the answer's stream");
-            stream = self.client.get_direct(route, event_id).await.map_err(|e| {
-                ServiceError::TransportSend(
-                    DynamicTransportError::new::<HttpTransport, RoleClient>(e),
-                )
-            })?;
+            stream = self
+                .client
+                .get_direct(route, event_id)
+                .await
+                .map_err(|e| self.resume_failed(e))?;
         }
     }
 

@@ -588,7 +588,7 @@ impl UpstreamManager {
                 error: Box::new(error),
             }),
             Ok(Err(e)) => {
-                let message = e.to_string();
+                let message = service_error_text(&e);
                 // Restart only when the connection itself is gone. A Streamable HTTP server's
                 // failed post is that request's failure: its session ends (and is restarted)
                 // only when rmcp's transport closes, or when `http_calls` says it is gone.
@@ -628,6 +628,15 @@ impl UpstreamManager {
         for task in tasks {
             let _ = task.await;
         }
+    }
+}
+
+/// A failed call's cause in words: a failed send says what failed, without the name of the
+/// transport's Rust type that rmcp writes in front of it.
+fn service_error_text(error: &ServiceError) -> String {
+    match error {
+        ServiceError::TransportSend(failed) => format!("sending it failed: {}", failed.error),
+        other => other.to_string(),
     }
 }
 
