@@ -211,18 +211,25 @@ impl HttpCalls {
     /// be reached at all is gone: every session's calls would fail alike, so its connection is
     /// started again at once (with the supervisor's backoff).
     fn post_failed(&self, error: StreamableHttpError<reqwest::Error>) -> ServiceError {
-        if matches!(&error, StreamableHttpError::Client(e) if e.is_connect()) {
-            tracing::warn!(target: "upstream", server = %self.server, "cannot be reached: {}", error_chain(&error));
+        if self.unreachable(&error) {
             return ServiceError::TransportClosed;
         }
         self.refused(&bad_answer(&error))
     }
 
+    /// Whether `error` says the server cannot be reached at all (said in the log when so).
+    fn unreachable(&self, error: &StreamableHttpError<reqwest::Error>) -> bool {
+        let unreachable = matches!(error, StreamableHttpError::Client(e) if e.is_connect());
+        if unreachable {
+            tracing::warn!(target: "upstream", server = %self.server, "cannot be reached: {}", error_chain(error));
+        }
+        unreachable
+    }
+
     /// What a failed resume of an answer's stream means: a server that cannot be reached is
     /// gone, as for a failed post (it went away while answering); anything else is a failed send.
     fn resume_failed(&self, error: StreamableHttpError<reqwest::Error>) -> ServiceError {
-        if matches!(&error, StreamableHttpError::Client(e) if e.is_connect()) {
-            tracing::warn!(target: "upstream", server = %self.server, "cannot be reached: {}", error_chain(&error));
+        if self.unreachable(&error) {
             return ServiceError::TransportClosed;
         }
         ServiceError::TransportSend(DynamicTransportError::new::<HttpTransport, RoleClient>(

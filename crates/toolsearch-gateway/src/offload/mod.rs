@@ -63,7 +63,8 @@ pub enum OffloadError {
     #[error("invalid arguments for {tool}: {message}; see the tool's input schema")]
     InvalidArguments { tool: &'static str, message: String },
 
-    /// Arguments that do not match the tool's schema, as the core says it for every served tool.
+    /// Arguments that do not match the tool's schema, as the core says it for every served tool
+    /// (its words: this enum is `Clone` and `Eq`, which the core's error is not).
     #[error("{0}")]
     Arguments(String),
 
