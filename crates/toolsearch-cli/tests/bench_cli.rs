@@ -4,7 +4,7 @@
 use serde_json::Value;
 use std::process::Output;
 
-mod peers;
+use crate::peers;
 use peers::stderr_of as stderr;
 
 const NO_DATASETS: &str = "/nonexistent/toolsearch-bench-cli-datasets";

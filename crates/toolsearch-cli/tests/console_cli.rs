@@ -10,7 +10,7 @@ use std::process::Command;
 use prometheus_parse::{Scrape, Value as Sample};
 use serde_json::{json, Value};
 
-mod peers;
+use crate::peers;
 use peers::{everything_js, mcp_server_time, toml_str};
 
 /// server-everything (started through `sh`, which writes its pid and refuses to start while

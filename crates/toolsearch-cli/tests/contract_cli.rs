@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use toolsearch_core::contract::{self, SearchArgs, SearchOptions};
 use toolsearch_core::{parse_catalog, CatalogFormat, CatalogPolicy, SearchConfig, SearchEngine};
 
-mod peers;
+use crate::peers;
 use peers::{http_raw, run_client_at, serve_http, toolsearch, wait_for_search};
 
 /// The catalog, as an MCP `tools/list` array: served by a Python MCP server behind the gateway,

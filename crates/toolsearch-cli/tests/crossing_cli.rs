@@ -12,7 +12,7 @@ use std::thread::JoinHandle;
 
 use serde_json::{json, Value};
 
-mod peers;
+use crate::peers;
 use peers::{toml_str, venv_python};
 
 /// Every tool.

@@ -8,7 +8,7 @@ use std::process::Stdio;
 
 use serde_json::{json, Value};
 
-mod peers;
+use crate::peers;
 use peers::{everything_js, mcp_server_time, toml_str, toolsearch, Transport};
 
 fn scratch() -> peers::Scratch {
@@ -559,29 +559,17 @@ fn the_listener_opens_before_a_silent_upstream_answers() {
     );
     let config = dir.join("gateway.toml");
     std::fs::write(&config, text).unwrap();
-    let mut child = toolsearch()
+    let mut command = toolsearch();
+    command
         .args(["serve", "--config"])
         .arg(&config)
-        .args(["--http", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = std::io::BufRead::lines(std::io::BufReader::new(child.stderr.take().unwrap()));
-    let line = lines
-        .by_ref()
-        .map(Result::unwrap)
-        .find(|line| line.contains("listening on"))
-        .expect("the gateway exited without listening");
-    std::thread::spawn(move || lines.for_each(drop));
-    let url = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap()
-        .to_string();
-    let addr = url.trim_end_matches("/mcp").to_string();
+        .args(["--http", "127.0.0.1:0"]);
+    let peers::Listening {
+        mut child,
+        addr,
+        url,
+        ..
+    } = peers::spawn_listening(command);
     let (status, body) = peers::http(
         &addr,
         "POST",
@@ -598,7 +586,7 @@ fn the_listener_opens_before_a_silent_upstream_answers() {
     );
     let report = peers::run_client_at(
         "mcp_client.py",
-        &format!("http://{url}"),
+        &url,
         &json!([
             {"op": "call", "name": "call_tool", "arguments": {"name": "silent___anything", "arguments": {}}},
             {"op": "call_until_ok", "name": "call_tool", "arguments": {"name": "everything___echo", "arguments": {"message": "joined"}}},
@@ -1089,16 +1077,12 @@ fn upstreams_get_a_minimal_environment() {
 
 /// `toolsearch serve --http` started from `dir` (as desktop clients start servers, often from
 /// `/`), once its upstreams' first starts settled; its log lines are collected.
-struct GatewayIn {
-    child: std::process::Child,
-    url: String,
-    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
-}
+struct GatewayIn(peers::Listening);
 
 impl GatewayIn {
     fn start(dir: &Path, config: &Path) -> Self {
-        use std::io::BufRead;
-        let mut child = toolsearch()
+        let mut command = toolsearch();
+        command
             .current_dir(dir)
             .args([
                 "serve",
@@ -1108,53 +1092,16 @@ impl GatewayIn {
                 "--config",
             ])
             .arg(config)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let mut lines = std::io::BufReader::new(child.stderr.take().unwrap()).lines();
-        let mut url = None;
-        for line in lines.by_ref().map_while(Result::ok) {
-            log.lock().unwrap().push(line.clone());
-            if let Some(rest) = line
-                .split("http://")
-                .nth(1)
-                .filter(|_| line.contains("listening on"))
-            {
-                url = rest
-                    .split_whitespace()
-                    .next()
-                    .map(|a| format!("http://{a}"));
-                break;
-            }
-        }
-        let url = url.unwrap_or_else(|| {
-            panic!(
-                "the gateway exited without listening: {:?}",
-                log.lock().unwrap()
-            )
-        });
-        let keep = log.clone();
-        std::thread::spawn(move || {
-            for line in lines.map_while(Result::ok) {
-                keep.lock().unwrap().push(line);
-            }
-        });
-        Self { child, url, log }
+            .env("RUST_LOG", "info");
+        Self(peers::spawn_listening(command))
     }
 
     fn addr(&self) -> String {
-        self.url
-            .trim_start_matches("http://")
-            .trim_end_matches("/mcp")
-            .to_string()
+        self.0.addr.clone()
     }
 
     fn log(&self) -> String {
-        self.log.lock().unwrap().join("\n")
+        self.0.log()
     }
 
     /// The console's view of one upstream.
@@ -1174,18 +1121,7 @@ impl GatewayIn {
 
 impl Drop for GatewayIn {
     fn drop(&mut self) {
-        let _ = std::process::Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .status();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while std::time::Instant::now() < deadline {
-            if matches!(self.child.try_wait(), Ok(Some(_))) {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        peers::terminate(&mut self.0.child, std::time::Duration::from_secs(10));
     }
 }
 
@@ -1273,7 +1209,7 @@ fn a_config_that_lists_the_gateway_does_not_start_it_again() {
     );
     let report = peers::run_client_at(
         "mcp_client.py",
-        &gateway.url,
+        &gateway.0.url,
         &json!([{"op": "call", "name": "call_tool", "arguments": {"name": "everything___echo", "arguments": {"message": "served"}}}]),
     );
     assert_eq!(step(&report, 0)["text"], "Echo: served");
@@ -1305,7 +1241,7 @@ fn paths_are_taken_from_the_config_files_folder() {
     );
     let report = peers::run_client_at(
         "mcp_client.py",
-        &gateway.url,
+        &gateway.0.url,
         &json!([
             {"op": "call", "name": "beside___get-env", "arguments": {}},
             {"op": "call", "name": "nested___get-env", "arguments": {}}

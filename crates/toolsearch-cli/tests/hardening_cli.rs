@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
-mod peers;
+use crate::peers;
 use peers::{everything_js, serve_http, toml_str, toolsearch, venv_python};
 
 /// How long a test waits on the server before calling it hung (a guard, never a measurement).
@@ -54,30 +54,7 @@ fn serve_rest_on(listen: &str, config: Option<&Path>, extra: &[&str]) -> RestSer
     if let Some(config) = config {
         command.arg("--config").arg(config);
     }
-    let mut child = command
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let line = lines
-        .by_ref()
-        .map(Result::unwrap)
-        .find(|line| line.contains("listening on"))
-        .expect("the server exited without listening");
-    std::thread::spawn(move || {
-        for line in lines.map_while(Result::ok) {
-            eprintln!("server: {line}");
-        }
-    });
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .expect("no address on the listening line")
-        // A wildcard listener is reached through loopback.
-        .replace("0.0.0.0", "127.0.0.1");
+    let peers::Listening { child, addr, .. } = peers::spawn_listening(command);
     RestServer { child, addr }
 }
 

@@ -7,7 +7,7 @@
 
 use serde_json::{json, Value};
 
-mod peers;
+use crate::peers;
 use peers::{run_client_at, serve_http, stderr_of, toolsearch, wait_for_search};
 
 const TOOLS: &str = r#"[

@@ -1,8 +1,7 @@
 //! `toolsearch model info` and `toolsearch model fetch`, run as a user runs them. The fetch
 //! failure uses a stand-in Python, so no test here touches the network.
 
-#[path = "../../../tests/support/peers.rs"]
-mod peers;
+use crate::peers;
 
 use serde_json::Value;
 use std::path::Path;

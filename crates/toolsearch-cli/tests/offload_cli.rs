@@ -8,7 +8,7 @@ use std::process::Command;
 
 use serde_json::{json, Value};
 
-mod peers;
+use crate::peers;
 use peers::{everything_js, serve_http, toml_str, venv_python, Transport};
 
 fn scratch() -> peers::Scratch {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{json, Value};
 
-mod peers;
+use crate::peers;
 use peers::{everything_js, toml_str, Transport};
 
 /// Two server-everything upstreams, `everything` and `second`: every resource URI and template

@@ -2,7 +2,7 @@
 //! of `deploy/nginx.conf`: real Redis, real nginx, real gateway processes, server-everything as
 //! each replica's upstream and the official Python MCP client.
 
-mod peers;
+use crate::peers;
 
 use std::path::{Path, PathBuf};
 

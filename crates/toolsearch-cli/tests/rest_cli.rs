@@ -1,12 +1,11 @@
 //! `toolsearch serve --rest-only` as a user runs it: the real binary on a free port, plain HTTP.
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Stdio};
+use std::process::Child;
 
 use serde_json::json;
 
-mod peers;
+use crate::peers;
 use peers::{http, toolsearch};
 
 fn catalog() -> PathBuf {
@@ -36,30 +35,11 @@ fn serve_on(http_addr: &str, extra: &[&str], tokens: Option<&str>) -> Served {
         .args(["serve", "--rest-only", "--catalog"])
         .arg(catalog())
         .args(["--http", http_addr])
-        .args(extra)
-        .stderr(Stdio::piped())
-        .stdout(Stdio::null());
+        .args(extra);
     if let Some(tokens) = tokens {
         command.env("TOOLSEARCH_API_TOKENS", tokens);
     }
-    let mut child = command.spawn().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    // Warnings may come first; the address is on the `listening on` line.
-    let line = lines
-        .by_ref()
-        .map(Result::unwrap)
-        .find(|line| line.contains("listening on"))
-        .expect("the server exited without listening");
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        // A wildcard listener is reached through loopback.
-        .replace("0.0.0.0", "127.0.0.1");
-    // Keep draining stderr so the server never blocks on a full pipe.
-    std::thread::spawn(move || for _ in lines {});
+    let peers::Listening { child, addr, .. } = peers::spawn_listening(command);
     Served { child, addr }
 }
 

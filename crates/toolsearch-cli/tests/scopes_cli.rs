@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{json, Value};
 
-mod peers;
+use crate::peers;
 use peers::{everything_js, serve_http, toml_str, venv_python};
 
 /// Every tool of server-everything.

@@ -4,7 +4,7 @@ use serde_json::Value;
 use std::path::Path;
 use std::process::Output;
 
-mod peers;
+use crate::peers;
 use peers::stderr_of as stderr;
 
 const CATALOG: &str = r#"{"servers": {

@@ -1,6 +1,6 @@
 //! Disclosure: presets, policies, sessions and meta-tool errors, asserted through the public API.
 
-mod disclosure_common;
+use crate::disclosure_common;
 
 use disclosure_common::{disclosure, engine, engine_with, names, names_with, tools};
 use serde_json::{json, Value};

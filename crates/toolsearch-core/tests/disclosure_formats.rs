@@ -1,6 +1,6 @@
 //! Provider payload shapes, as committed snapshots, and the order they keep across a reveal.
 
-mod disclosure_common;
+use crate::disclosure_common;
 
 use disclosure_common::{disclosure, engine, engine_with, names};
 use insta::assert_json_snapshot;

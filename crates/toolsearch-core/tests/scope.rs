@@ -2,7 +2,7 @@
 //! through the search contract, the engine and the disclosure alike; a tool outside its scope
 //! answers as an unknown tool.
 
-mod disclosure_common;
+use crate::disclosure_common;
 
 use std::sync::Arc;
 

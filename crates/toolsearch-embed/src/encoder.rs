@@ -264,14 +264,10 @@ fn erf(x: f32) -> f32 {
 }
 
 #[cfg(test)]
-#[path = "../../../tests/support/peers.rs"]
-mod test_peers;
-
-#[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::peers;
     use candle_core::Device;
-    use test_peers as peers;
 
     /// The model's weights and config, ours and as candle's BERT reads it, or `None` (skipped)
     /// when it is not installed.

@@ -21,6 +21,12 @@ mod fetch;
 mod hash;
 mod location;
 
+// The tests name the crate as a user does.
+#[cfg(test)]
+extern crate self as toolsearch_embed;
+#[cfg(test)]
+mod tests;
+
 pub use bert::{model_identity, BertEmbedder, MAX_TOKENS};
 pub use cache::{CacheOpened, EmbedStats, VectorCache};
 pub use cached::{embed_tools, CachedEmbedder};

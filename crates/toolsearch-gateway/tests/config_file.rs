@@ -1,7 +1,7 @@
 //! A gateway config file, read from disk, drives the upstreams: filters, categories, tags,
 //! never_defer; a malformed file names itself, the key and the position.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

@@ -2,7 +2,7 @@
 //! and Streamable HTTP, mcp-server-time (PyPI) over stdio, and a paging test server written on the
 //! official Python SDK. Install them first with scripts/install-test-peers.sh.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

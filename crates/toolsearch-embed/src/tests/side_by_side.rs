@@ -3,8 +3,7 @@
 //! them on two cores): the vectors and their order must be those of one text at a time. A binary
 //! of its own, because the variables are read by every product in the process.
 
-#[path = "../../../tests/support/peers.rs"]
-mod peers;
+use super::peers;
 
 use toolsearch_embed::{BertEmbedder, Embedder};
 
