@@ -24,7 +24,7 @@ use axum::Router;
 use serde_json::Value;
 use toolsearch_core::contract::ServerStatus;
 use toolsearch_core::{SearchEngine, Tool};
-use toolsearch_gateway::http_config::HttpConfig;
+use toolsearch_gateway::listener_config::HttpConfig;
 use toolsearch_gateway::rest::{self, ApiError, ApiTokens, RestState, MAX_LIMIT};
 use tower_service::Service;
 

@@ -103,7 +103,7 @@ pub struct GatewayConfig {
     pub rest: RestConfig,
     /// The `http` section: the listener's limits and its `Host`/`Origin` rules.
     #[serde(default)]
-    pub http: crate::http_config::HttpConfig,
+    pub http: crate::listener_config::HttpConfig,
     /// The `state` section: where sessions live (this process, or Redis shared by replicas).
     #[serde(default)]
     pub state: StateConfig,
@@ -310,7 +310,7 @@ pub struct ServerConfig {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum InheritEnv {
     /// `inheritEnv` absent or `false`: the small default set the official MCP SDKs pass
-    /// (`crate::child_env::DEFAULT_INHERITED`).
+    /// (`crate::upstream::child_env::DEFAULT_INHERITED`).
     #[default]
     Defaults,
     /// `inheritEnv = true`: every variable.

@@ -24,7 +24,7 @@ use crate::gateway::Gateway;
 use crate::metrics::Face;
 use crate::payload::{self, Counter, ProviderFormat};
 use crate::rest::{require_token, ApiError, ApiTokens, Grant};
-use crate::server_state::ServerState;
+use crate::upstream::state::ServerState;
 
 const INDEX_HTML: &str = include_str!("console/index.html");
 

@@ -40,11 +40,12 @@ use toolsearch_core::Scope;
 
 use crate::error::{GatewayError, Result};
 use crate::gateway::Gateway;
-use crate::http_config::HttpConfig;
 use crate::http_sessions::{
     require_session_owner, session_closed_no_content, SessionOwners, SessionsToClose,
 };
+use crate::listener_config::HttpConfig;
 use crate::rest::{self, Grant, RestState};
+use crate::session::SessionRef;
 
 pub use crate::MCP_PATH;
 
@@ -71,13 +72,13 @@ impl GatewayService {
     /// A session over HTTP: it sees no tool until a request binds it to the token that request
     /// passed the token check with ([`Grant`]); the first one, `initialize`, does.
     pub fn new(gateway: Arc<Gateway>) -> Self {
-        let id = gateway.new_session();
+        let id = gateway.sessions().open();
         Self::with_id(gateway, id)
     }
 
     /// A session over stdio: no token, every tool.
     pub fn stdio(gateway: Arc<Gateway>) -> Self {
-        let id = gateway.new_session_with_scope(Arc::new(Scope::all()));
+        let id = gateway.sessions().open_with_scope(Arc::new(Scope::all()));
         Self::with_id(gateway, id)
     }
 
@@ -105,17 +106,37 @@ impl GatewayService {
             return Ok(());
         };
         if is_sessionless(parts) {
-            self.gateway.mark_sessionless(self.session_id());
+            self.gateway.sessions().mark_sessionless(self.session_id());
         }
         let Some(grant) = parts.extensions.get::<Grant>() else {
             return Ok(());
         };
         self.gateway
-            .bind_session(self.session_id(), grant.owner(), grant.scope().clone())
+            .sessions()
+            .bind(self.session_id(), grant.owner(), grant.scope().clone())
             .map_err(|e| {
                 tracing::warn!(session = self.session_id(), token = grant.label(), error = %e, "request refused");
                 ErrorData::invalid_request(e.to_string(), None)
             })
+    }
+
+    /// The preamble of every request: binds the session to the request's token, tells the
+    /// gateway how to reach it, and resolves what it may see, once.
+    fn session(&self, context: &RequestContext<RoleServer>) -> Result<SessionRef, ErrorData> {
+        self.bind(&context.extensions)?;
+        self.gateway.attach_peer(self.session_id(), &context.peer);
+        Ok(self.gateway.sessions().get(self.session_id()))
+    }
+
+    /// [`GatewayService::session`] for a request whose answer lists what every upstream offers:
+    /// like tools/list, a client that lists once at start sees every upstream that could start.
+    async fn listing_session(
+        &self,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<SessionRef, ErrorData> {
+        let session = self.session(context)?;
+        self.gateway.first_starts_settled().await;
+        Ok(session)
     }
 }
 
@@ -148,8 +169,10 @@ impl ServerHandler for GatewayService {
         // Bound before the answer is written: its instructions list the session's tools.
         self.bind(&context.extensions)?;
         if let Some(McpSessionName(id)) = context.extensions.get::<McpSessionName>() {
-            self.gateway.name_session(self.session_id(), id);
-            self.gateway.remember_peer(self.session_id(), &context.peer);
+            self.gateway.sessions().name(self.session_id(), id);
+            self.gateway
+                .sessions()
+                .remember_peer(self.session_id(), &context.peer);
         }
         let restored = context
             .extensions
@@ -174,7 +197,7 @@ impl ServerHandler for GatewayService {
                 .peer_info()
                 .is_some_and(|info| info.capabilities.roots.is_some());
             if offers_roots && !restored {
-                self.gateway.roots_changed().await;
+                self.gateway.passthrough().roots_changed().await;
             }
         }
     }
@@ -184,8 +207,7 @@ impl ServerHandler for GatewayService {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        self.bind(&context.extensions)?;
-        self.gateway.attach_peer(self.session_id(), &context.peer);
+        self.session(&context)?;
         let listing = self
             .gateway
             .list_tools(self.session_id())
@@ -200,8 +222,7 @@ impl ServerHandler for GatewayService {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.bind(&context.extensions)?;
-        self.gateway.attach_peer(self.session_id(), &context.peer);
+        self.session(&context)?;
         let progress_token = context.meta.get_progress_token();
         let arguments = request.arguments.map_or(Value::Null, Value::Object);
         let result = self
@@ -222,9 +243,8 @@ impl ServerHandler for GatewayService {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        self.bind(&context.extensions)?;
-        self.gateway.attach_peer(self.session_id(), &context.peer);
-        let prompts = self.gateway.list_prompts(self.session_id()).await;
+        let session = self.listing_session(&context).await?;
+        let prompts = self.gateway.passthrough().list_prompts(&session).await;
         let (prompts, next_cursor) = page(prompts, request.as_ref())?;
         let mut result = ListPromptsResult::with_all_items(prompts);
         result.next_cursor = next_cursor;
@@ -237,9 +257,11 @@ impl ServerHandler for GatewayService {
         context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
         self.bind(&context.extensions)?;
+        let session = self.gateway.sessions().get(self.session_id());
         match self
             .gateway
-            .get_prompt(self.session_id(), &request.name, request.arguments)
+            .passthrough()
+            .get_prompt(&session, &request.name, request.arguments)
             .await
         {
             Ok(mut result) => {
@@ -256,8 +278,10 @@ impl ServerHandler for GatewayService {
         context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, ErrorData> {
         self.bind(&context.extensions)?;
+        let session = self.gateway.sessions().get(self.session_id());
         self.gateway
-            .complete(self.session_id(), request)
+            .passthrough()
+            .complete(&session, request)
             .await
             .map(|mut result| {
                 result.result_type = Some(ResultType::COMPLETE);
@@ -271,9 +295,8 @@ impl ServerHandler for GatewayService {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        self.bind(&context.extensions)?;
-        self.gateway.attach_peer(self.session_id(), &context.peer);
-        let resources = self.gateway.list_resources(self.session_id()).await;
+        let session = self.listing_session(&context).await?;
+        let resources = self.gateway.passthrough().list_resources(&session).await;
         let (resources, next_cursor) = page(resources, request.as_ref())?;
         let mut result = ListResourcesResult::with_all_items(resources);
         result.next_cursor = next_cursor;
@@ -285,11 +308,11 @@ impl ServerHandler for GatewayService {
         request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        self.bind(&context.extensions)?;
-        self.gateway.attach_peer(self.session_id(), &context.peer);
+        let session = self.listing_session(&context).await?;
         let templates = self
             .gateway
-            .list_resource_templates(self.session_id())
+            .passthrough()
+            .list_resource_templates(&session)
             .await;
         let (templates, next_cursor) = page(templates, request.as_ref())?;
         let mut result = ListResourceTemplatesResult::with_all_items(templates);
@@ -302,11 +325,11 @@ impl ServerHandler for GatewayService {
         request: ReadResourceRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, ErrorData> {
-        self.bind(&context.extensions)?;
-        self.gateway.attach_peer(self.session_id(), &context.peer);
+        let session = self.session(&context)?;
         match self
             .gateway
-            .read_resource(self.session_id(), &request.uri)
+            .passthrough()
+            .read_resource(&session, &request.uri)
             .await
         {
             Ok(mut result) => {
@@ -322,10 +345,10 @@ impl ServerHandler for GatewayService {
         request: SubscribeRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.bind(&context.extensions)?;
-        self.gateway.attach_peer(self.session_id(), &context.peer);
+        let session = self.session(&context)?;
         self.gateway
-            .subscribe(self.session_id(), &request.uri)
+            .passthrough()
+            .subscribe(&session, &request.uri)
             .await
             .map_err(request_error)
     }
@@ -336,8 +359,10 @@ impl ServerHandler for GatewayService {
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
         self.bind(&context.extensions)?;
+        let session = self.gateway.sessions().get(self.session_id());
         self.gateway
-            .unsubscribe(self.session_id(), &request.uri)
+            .passthrough()
+            .unsubscribe(&session, &request.uri)
             .await
             .map_err(request_error)
     }
@@ -348,17 +373,17 @@ impl ServerHandler for GatewayService {
         request: SetLevelRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), ErrorData> {
-        self.bind(&context.extensions)?;
-        self.gateway.attach_peer(self.session_id(), &context.peer);
+        let session = self.session(&context)?;
         self.gateway
-            .set_log_level(self.session_id(), request.level)
+            .passthrough()
+            .set_log_level(&session, request.level)
             .await;
         Ok(())
     }
 
     async fn on_roots_list_changed(&self, context: NotificationContext<RoleServer>) {
         if self.bind(&context.extensions).is_ok() {
-            self.gateway.roots_changed().await;
+            self.gateway.passthrough().roots_changed().await;
         }
     }
 
@@ -613,7 +638,7 @@ pub fn http_app(
         .disable_allowed_hosts();
     // Replicas sharing sessions: a session another replica opened is restored here from the
     // client's `initialize`, kept in the shared store.
-    config.session_store = gateway.shared().clone().mcp_session_store();
+    config.session_store = gateway.sessions().store().clone().mcp_session_store();
     let factory_gateway = gateway.clone();
     let http = &gateway.config().http;
     let mut manager = LocalSessionManager::default();
@@ -644,7 +669,7 @@ pub fn http_app(
         .route_layer(middleware::from_fn_with_state(
             SessionsToClose {
                 manager,
-                shared: gateway.shared().clone(),
+                shared: gateway.sessions().store().clone(),
             },
             session_closed_no_content,
         ))

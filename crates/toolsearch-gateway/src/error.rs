@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use crate::config::ConfigError;
-use crate::server_state::ServerState;
 
 pub type Result<T, E = GatewayError> = std::result::Result<T, E>;
 
@@ -21,7 +20,8 @@ pub enum GatewayError {
     UnknownServer { server: String, known: String },
 
     #[error("server `{server}` is down ({state}); the gateway restarts it automatically: try again later, or check its logs (target `upstream`)")]
-    ServerUnavailable { server: String, state: ServerState },
+    /// `state` is the server's state as its `Display` writes it.
+    ServerUnavailable { server: String, state: String },
 
     #[error("tool `{tool}` of server `{server}` is excluded by toolSearch.selectedServers/selectedTools; change the filter to expose it")]
     ToolNotSelected { server: String, tool: String },

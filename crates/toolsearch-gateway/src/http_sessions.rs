@@ -25,7 +25,7 @@ use rmcp::transport::streamable_http_server::session::{SessionId, SessionManager
 use tokio::sync::Semaphore;
 
 use crate::gateway::Gateway;
-use crate::http_config::HttpConfig;
+use crate::listener_config::HttpConfig;
 use crate::rest::{self, Grant};
 use crate::shared::{InProcessMcpSessions, Notice, NoticeKind, SharedSessions};
 
@@ -221,7 +221,7 @@ impl SessionOwners {
         let owners = Arc::new(Self {
             book: Mutex::new(OwnerBook::default()),
             manager,
-            shared: gateway.shared().clone(),
+            shared: gateway.sessions().store().clone(),
             restorable,
             metrics: gateway.observer().metrics().clone(),
             gateway,

@@ -1,11 +1,10 @@
 //! The gateway face of toolsearch: MCP clients to many upstream servers, supervised, with their tools
 //! converted to the engine's [`Tool`](toolsearch_core::Tool) model and calls routed back to them.
 //!
-//! - [`child_env`]: what a stdio upstream inherits of the gateway's environment, and the depth
-//!   marker that keeps a gateway from running inside a gateway.
+//! - [`upstream`]: each upstream's connection (a child process with the environment it inherits,
+//!   or a Streamable HTTP client), the guards on what it sends, its state, and the supervisor
+//!   ([`UpstreamManager`]) that starts, watches and restarts them and forwards `tools/call`.
 //! - [`config`]: the config file (`mcpServers` as Claude Desktop / Cursor write it, plus `toolSearch`).
-//! - [`UpstreamManager`]: starts and supervises the upstreams, keeps their tool lists current, and
-//!   forwards `tools/call`.
 //! - [`Gateway`]: the upstreams' tools indexed in one engine, disclosure per session, calls routed.
 //! - `console`: the web console at `/` (one embedded static page) with its JSON routes, and
 //!   `/metrics`.
@@ -14,7 +13,8 @@
 //!   whether a call of a returned tool followed.
 //! - [`payload`]: a preset's tool list in a provider's format and its cost in o200k tokens.
 //! - [`offload`]: large upstream outputs stored per session and read back in pieces.
-//! - [`http_config`]: the `http` config section: the listener's limits and its `Host`/`Origin` rules.
+//! - [`listener_config`]: the `http` config section: the HTTP listener's limits and its `Host`/`Origin`
+//!   rules.
 //! - [`semantic`]: the embedding model loaded and the tools' vectors computed in the background.
 //! - `prompt_search`: `search_prompts` and `get_prompt`, the upstreams' prompts and resource
 //!   templates found by what they do.
@@ -23,32 +23,29 @@
 //!   client (sampling, elicitation, roots), progress, log messages and resource updates.
 //! - [`rest`]: the REST API (`/api/mcp-standard/...`, `/api/openapi.json`) as an axum router.
 
-pub mod child_env;
 pub mod config;
 mod console;
 pub mod downstream;
 mod error;
 pub mod gateway;
-mod http_calls;
-pub mod http_config;
 mod http_sessions;
+pub mod listener_config;
 mod listing;
 mod memory;
 pub mod metrics;
 mod observe;
 pub mod offload;
+mod passthrough;
 pub mod payload;
 mod prompt_search;
 mod relay;
 mod resources;
 pub mod rest;
 pub mod semantic;
-mod server_state;
+mod session;
 mod shared;
 mod stdio;
-mod supervisor;
 pub mod upstream;
-mod wire;
 
 pub use config::{
     ConfigError, GatewayConfig, OffloadConfig, RestConfig, SemanticConfig, ServerConfig,
@@ -61,7 +58,7 @@ pub use downstream::GatewayService;
 pub const MCP_PATH: &str = "/mcp";
 pub use error::{GatewayError, Result};
 pub use gateway::Gateway;
-pub use supervisor::{ServerState, SupervisorOptions, UpstreamEvent, UpstreamManager};
+pub use upstream::supervisor::{ServerState, SupervisorOptions, UpstreamEvent, UpstreamManager};
 pub use upstream::to_core_tool;
 
 /// The MCP SDK the gateway is built on, for callers that handle its types (`CallToolResult`, ...).

@@ -893,7 +893,7 @@ async fn serve_upstream(
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
         let stop = async move { shutdown.cancelled().await };
-        let http = toolsearch_gateway::http_config::HttpConfig::default();
+        let http = toolsearch_gateway::listener_config::HttpConfig::default();
         if let Err(e) = toolsearch_gateway::rest::serve_with(listener, app, http, stop).await {
             eprintln!("warning: the bench's upstream stopped: {e}");
         }

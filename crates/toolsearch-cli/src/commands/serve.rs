@@ -110,13 +110,13 @@ pub fn run(args: ServeArgs) -> Result<()> {
 /// and a config that lists the gateway starts copies without end; the marker every upstream gets
 /// stops the chain at the second gateway.
 fn refuse_inside_a_gateway() -> Result<()> {
-    let depth = toolsearch_gateway::child_env::gateway_depth();
+    let depth = toolsearch_gateway::upstream::child_env::gateway_depth();
     if depth == 0 {
         return Ok(());
     }
     Err(BadInput(format!(
         "this toolsearch serve was started by another toolsearch gateway ({}={depth}), and a gateway does not run inside a gateway; remove the entry that starts toolsearch from that gateway's config",
-        toolsearch_gateway::child_env::GATEWAY_DEPTH_VAR
+        toolsearch_gateway::upstream::child_env::GATEWAY_DEPTH_VAR
     ))
     .into())
 }

@@ -117,7 +117,7 @@ impl Default for ApiTokens {
             entries: Vec::new(),
             identity_key: identity_key(&crate::config::StateConfig::default().prefix),
             in_progress: Arc::new(InProgressLimit::new(
-                crate::http_config::DEFAULT_MAX_REQUESTS_PER_TOKEN,
+                crate::listener_config::DEFAULT_MAX_REQUESTS_PER_TOKEN,
             )),
         }
     }

@@ -37,7 +37,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::error::ApiError;
-use crate::http_config::HttpConfig;
+use crate::listener_config::HttpConfig;
 
 /// Pause after an accept error that is not about one connection (e.g. out of file descriptors),
 /// so that the loop does not spin while the condition lasts.

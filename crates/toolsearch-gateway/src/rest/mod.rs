@@ -34,7 +34,7 @@ pub use toolsearch_core::contract::{DEFAULT_LIMIT, MAX_LIMIT};
 
 use crate::config::GatewayConfig;
 use crate::error::GatewayError;
-use crate::http_config::HttpConfig;
+use crate::listener_config::HttpConfig;
 
 /// The engine as the gateway shares it: searches take the read lock, catalog updates the write lock.
 pub type SharedEngine = Arc<RwLock<SearchEngine>>;

@@ -267,7 +267,7 @@ pub(crate) struct GuardedHttpClient {
 
 /// Where and how rmcp's worker last posted to the upstream: its URL, the session id, the
 /// authorization and the headers (the configured ones plus `MCP-Protocol-Version`). A call the
-/// gateway posts itself (`http_calls.rs`) goes out the same way.
+/// gateway posts itself (`upstream/http.rs`) goes out the same way.
 #[derive(Clone, Default)]
 pub(crate) struct RouteCapture(Arc<std::sync::Mutex<Option<Arc<Route>>>>);
 

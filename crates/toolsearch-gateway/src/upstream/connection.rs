@@ -29,11 +29,11 @@ use tokio::sync::mpsc;
 
 use toolsearch_core::{Tool, ToolSchema};
 
-use crate::child_env;
 use crate::config::Transport as ServerTransport;
-use crate::http_calls::{HttpCalls, HttpTransport};
 use crate::relay::Relay;
-use crate::wire;
+use crate::upstream::child_env;
+use crate::upstream::http::{HttpCalls, HttpTransport};
+use crate::upstream::wire;
 
 /// What the connection tells its supervisor.
 #[derive(Debug, Clone)]
@@ -316,7 +316,7 @@ pub(crate) async fn connect(
             create_cwd,
         } => {
             let mut cmd = tokio::process::Command::new(command);
-            // A minimal environment, as the official SDKs give (see crate::child_env); the depth
+            // A minimal environment, as the official SDKs give (see crate::upstream::child_env); the depth
             // marker last, so that no entry can unset it.
             cmd.args(args)
                 .env_clear()
@@ -803,7 +803,7 @@ fn header_map(
 /// HTTPS needs a process-wide rustls crypto provider; installs ring's unless one is set already.
 /// For an embedder that makes its own clients (rmcp's Streamable HTTP client, reqwest).
 pub fn ensure_crypto_provider() {
-    crate::wire::ensure_crypto_provider();
+    crate::upstream::wire::ensure_crypto_provider();
 }
 
 /// Fetches the server's whole tool list, following `nextCursor` pages.

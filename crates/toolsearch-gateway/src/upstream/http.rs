@@ -40,7 +40,7 @@ use sse_stream::Sse;
 use tokio::sync::mpsc;
 
 use crate::relay::Relay;
-use crate::wire::{
+use crate::upstream::wire::{
     refused_answer_error, size_text, GuardedHttpClient, Route, RouteCapture, MAX_SSE_EVENT,
 };
 

@@ -24,10 +24,12 @@ use toolsearch_core::{CatalogPolicy, Tool, ToolId};
 
 use crate::config::{GatewayConfig, ServerConfig, SupervisorConfig, Transport};
 use crate::error::{GatewayError, Result};
-use crate::http_calls::HttpCalls;
 use crate::relay::{CallOrigin, Relay};
-pub use crate::server_state::ServerState;
-use crate::upstream::{self, Connection, Signal, StderrTail, UpstreamError};
+use crate::upstream::connection::{
+    self as upstream, Connection, Signal, StderrTail, UpstreamError,
+};
+use crate::upstream::http::HttpCalls;
+pub use crate::upstream::state::ServerState;
 
 /// What changed upstream.
 #[derive(Debug, Clone, PartialEq)]
@@ -432,7 +434,7 @@ impl UpstreamManager {
             (ServerState::Ready, Some(live)) => Ok((live.peer.clone(), live.http_calls.clone())),
             _ => Err(GatewayError::ServerUnavailable {
                 server: slot.name.clone(),
-                state,
+                state: state.to_string(),
             }),
         }
     }
@@ -575,7 +577,7 @@ impl UpstreamManager {
                 tool: tool.to_string(),
                 message: "the server answered tools/call with another kind of result (an input_required or task result needs protocol 2026-07-28, which the gateway does not speak upstream)".into(),
             }),
-            Ok(Err(ServiceError::McpError(error))) if crate::wire::is_refused_answer(&error) => {
+            Ok(Err(ServiceError::McpError(error))) if crate::upstream::wire::is_refused_answer(&error) => {
                 Err(GatewayError::AnswerRefused {
                     server: server.to_string(),
                     tool: tool.to_string(),

@@ -1,0 +1,525 @@
+//! The downstream sessions: who each belongs to and so what it sees, the keys its reveals and
+//! large outputs are kept under, how to reach it for notifications, and the sync of what it keeps
+//! with the store replicas share (read before a request, written after). The rest of the gateway
+//! asks this type, never the shared store, whether a session's state lives elsewhere too.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use rmcp::{Peer, RoleServer};
+use serde_json::Value;
+use toolsearch_core::disclosure::{Disclosure, SessionSnapshot};
+use toolsearch_core::Scope;
+
+use crate::error::{GatewayError, Result};
+use crate::offload::{OffloadStore, StoredOutput};
+use crate::rest::TokenId;
+use crate::shared::{NoticeKind, SharedOutput, SharedSessions, SharedStateError};
+
+/// Who a downstream session belongs to, and so what it may see.
+#[derive(Debug, Clone, Default)]
+enum Access {
+    /// Opened over HTTP, no token bound yet: it sees no tool.
+    #[default]
+    Unbound,
+    /// Bound for the session's lifetime to a token (its identity; `None` without tokens, and
+    /// over stdio) and that token's scope.
+    Bound {
+        owner: Option<TokenId>,
+        scope: Arc<Scope>,
+    },
+}
+
+/// One downstream session.
+#[derive(Default)]
+struct Session {
+    peer: Option<Peer<RoleServer>>,
+    /// A fingerprint of the tools last returned by tools/list (names, descriptions, schemas),
+    /// to tell whether a catalog change altered what this session sees.
+    listed: Option<u64>,
+    access: Access,
+    /// A request of protocol 2026-07-28, which has no sessions: rmcp gives each request a
+    /// session of its own, so what must outlive the request is kept by owner instead.
+    sessionless: bool,
+    /// The client's `Mcp-Session-Id` (HTTP), the key of what the session keeps: the same on every
+    /// replica that serves it.
+    shared_id: Option<String>,
+    /// Whether the relay knows the session's peer (for the upstreams' requests to clients).
+    attached: bool,
+    /// Its connection is being let go while the session rests (`http.sessionRestAfterSecs`):
+    /// what it keeps under its shared key stays for the connection that brings it back.
+    resting: bool,
+}
+
+/// A request's session, resolved once: its id and the scope it sees.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionRef {
+    pub id: String,
+    pub scope: Arc<Scope>,
+}
+
+/// A shared session's reveals as a call found them (none yet is `None`).
+pub(crate) struct RevealsBefore(Option<SessionSnapshot>);
+
+/// What [`Sessions::remove`] tells the caller about a session that ended, for the stores that
+/// keep what it held.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ended {
+    /// The key its reveals and outputs were kept under.
+    pub key: String,
+    pub sessionless: bool,
+    /// It only rests: what it kept stays for the connection that brings it back.
+    pub resting: bool,
+}
+
+/// Every downstream session of this gateway, and the store they are shared through.
+pub(crate) struct Sessions {
+    sessions: Mutex<HashMap<String, Session>>,
+    /// The session of each `Mcp-Session-Id` served here now.
+    named: Mutex<HashMap<String, String>>,
+    next: AtomicU64,
+    /// Where sessions are kept between requests: this process, or a store shared by replicas.
+    shared: Arc<dyn SharedSessions>,
+}
+
+impl Sessions {
+    pub fn new(shared: Arc<dyn SharedSessions>) -> Self {
+        Self {
+            sessions: Mutex::new(HashMap::new()),
+            named: Mutex::new(HashMap::new()),
+            next: AtomicU64::new(1),
+            shared,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Session>> {
+        // Every update is one insert, remove or field write.
+        self.sessions.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_named(&self) -> MutexGuard<'_, HashMap<String, String>> {
+        self.named.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The store sessions are kept in between requests.
+    pub fn store(&self) -> &Arc<dyn SharedSessions> {
+        &self.shared
+    }
+
+    /// Sessions open here now.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    /// A new session that sees no tool until [`Sessions::bind`] gives it a token's scope.
+    pub fn open(&self) -> String {
+        let id = format!("s{}", self.next.fetch_add(1, Ordering::Relaxed));
+        self.lock().insert(id.clone(), Session::default());
+        id
+    }
+
+    /// A new session that sees the tools of `scope` for its lifetime, with no token.
+    pub fn open_with_scope(&self, scope: Arc<Scope>) -> String {
+        let id = self.open();
+        if let Some(session) = self.lock().get_mut(&id) {
+            session.access = Access::Bound { owner: None, scope };
+        }
+        id
+    }
+
+    /// Binds a session to the token `owner` and its `scope`, for the session's lifetime. Binding
+    /// again with the same token changes nothing; another token is refused.
+    pub fn bind(&self, session: &str, owner: Option<TokenId>, scope: Arc<Scope>) -> Result<()> {
+        let mut sessions = self.lock();
+        let Some(entry) = sessions.get_mut(session) else {
+            return Err(GatewayError::SessionEnded {
+                session: session.to_string(),
+            });
+        };
+        match &entry.access {
+            Access::Unbound => {
+                tracing::debug!(session, %scope, "session bound to its token's scope");
+                entry.access = Access::Bound { owner, scope };
+                Ok(())
+            }
+            Access::Bound { owner: bound, .. } if *bound == owner => Ok(()),
+            Access::Bound { .. } => Err(GatewayError::SessionOfAnotherToken),
+        }
+    }
+
+    /// The scope a session sees: its token's once bound; no tool before, or once it ended.
+    pub fn scope(&self, session: &str) -> Arc<Scope> {
+        match self.lock().get(session).map(|e| &e.access) {
+            Some(Access::Bound { scope, .. }) => scope.clone(),
+            Some(Access::Unbound) | None => Arc::new(Scope::none()),
+        }
+    }
+
+    /// The session `id` as a request sees it.
+    pub fn get(&self, id: &str) -> SessionRef {
+        SessionRef {
+            id: id.to_string(),
+            scope: self.scope(id),
+        }
+    }
+
+    /// Marks a session as one request of a client without sessions (protocol 2026-07-28).
+    pub fn mark_sessionless(&self, session: &str) {
+        if let Some(entry) = self.lock().get_mut(session) {
+            entry.sessionless = true;
+        }
+    }
+
+    /// Names a session by the client's `Mcp-Session-Id`, the key of its state on every replica.
+    pub fn name(&self, session: &str, mcp_session_id: &str) {
+        if let Some(entry) = self.lock().get_mut(session) {
+            if entry.shared_id.is_none() {
+                entry.shared_id = Some(mcp_session_id.to_string());
+                self.lock_named()
+                    .insert(mcp_session_id.to_string(), session.to_string());
+            }
+        }
+    }
+
+    /// The session served here under the client's `Mcp-Session-Id`.
+    pub fn named(&self, mcp_session_id: &str) -> Option<String> {
+        self.lock_named().get(mcp_session_id).cloned()
+    }
+
+    /// Lets a session rest unless it is one request of a client without sessions; whether it
+    /// now rests.
+    pub fn rest(&self, session: &str) -> bool {
+        match self.lock().get_mut(session) {
+            Some(entry) if !entry.sessionless => {
+                entry.resting = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// The key of a session's large outputs: its `Mcp-Session-Id` over HTTP (the same on every
+    /// replica), for a sessionless request its token's shelf (`token:<identity>`, `token:none`
+    /// without tokens), else the session itself.
+    pub fn state_key(&self, session: &str) -> String {
+        match self.lock().get(session) {
+            Some(Session {
+                sessionless: true,
+                access: Access::Bound { owner, .. },
+                ..
+            }) => match owner {
+                Some(owner) => format!("token:{owner}"),
+                None => "token:none".to_string(),
+            },
+            Some(Session {
+                shared_id: Some(id),
+                ..
+            }) => id.clone(),
+            _ => session.to_string(),
+        }
+    }
+
+    /// The key of a session's reveals: its `Mcp-Session-Id` over HTTP (the same on every
+    /// replica), else the session itself. The flag says whether they outlive the request: not for
+    /// a request without a session (protocol 2026-07-28), whose `tools/list` must not depend on
+    /// earlier calls (SEP-2567).
+    pub fn reveal_key(&self, session: &str) -> (String, bool) {
+        match self.lock().get(session) {
+            Some(Session {
+                sessionless: true, ..
+            }) => (session.to_string(), false),
+            Some(Session {
+                shared_id: Some(id),
+                ..
+            }) => (id.clone(), true),
+            _ => (session.to_string(), true),
+        }
+    }
+
+    /// The session's `Mcp-Session-Id`, when it has one.
+    pub fn shared_id(&self, session: &str) -> Option<String> {
+        self.lock().get(session).and_then(|e| e.shared_id.clone())
+    }
+
+    /// Records the session's peer the first time it is attached; `true` that first time, when
+    /// the caller tells the relay.
+    pub fn attach(&self, session: &str, peer: &Peer<RoleServer>) -> bool {
+        let mut sessions = self.lock();
+        let entry = sessions.entry(session.to_string()).or_default();
+        if entry.attached {
+            return false;
+        }
+        entry.attached = true;
+        entry.peer.get_or_insert_with(|| peer.clone());
+        true
+    }
+
+    /// Remembers how to send a session notifications (from its `initialize`).
+    pub fn remember_peer(&self, session: &str, peer: &Peer<RoleServer>) {
+        if let Some(entry) = self.lock().get_mut(session) {
+            entry.peer.get_or_insert_with(|| peer.clone());
+        }
+    }
+
+    /// How to reach a session, when it can be notified.
+    pub fn peer(&self, session: &str) -> Option<Peer<RoleServer>> {
+        self.lock().get(session).and_then(|e| e.peer.clone())
+    }
+
+    /// Every session that can be notified, with its peer.
+    pub fn peers(&self) -> Vec<(String, Peer<RoleServer>)> {
+        self.lock()
+            .iter()
+            .filter_map(|(id, entry)| Some((id.clone(), entry.peer.clone()?)))
+            .collect()
+    }
+
+    /// The sessions here that the client's `Mcp-Session-Id` names (usually one).
+    pub fn under_shared_id(&self, shared_id: &str) -> Vec<String> {
+        self.lock()
+            .iter()
+            .filter(|(_, e)| e.shared_id.as_deref() == Some(shared_id))
+            .map(|(id, _)| id.clone())
+            .collect()
+    }
+
+    /// Records the fingerprint of the tools last listed to a session.
+    pub fn listed(&self, session: &str, fingerprint: u64) {
+        if let Some(entry) = self.lock().get_mut(session) {
+            entry.listed = Some(fingerprint);
+        }
+    }
+
+    /// The sessions that can be notified and have listed tools, with what they last saw.
+    pub fn last_listed(&self) -> Vec<(String, u64)> {
+        self.lock()
+            .iter()
+            .filter(|(_, e)| e.peer.is_some())
+            .filter_map(|(id, e)| e.listed.map(|l| (id.clone(), l)))
+            .collect()
+    }
+
+    /// Forgets a session; what it kept is the caller's to end, under the key returned.
+    pub fn remove(&self, session: &str) -> Ended {
+        let removed = {
+            let mut sessions = self.lock();
+            let removed = sessions.remove(session);
+            crate::memory::shrink_when_sparse(&mut sessions);
+            removed
+        };
+        let (sessionless, shared_id, resting) = removed.map_or((false, None, false), |entry| {
+            (entry.sessionless, entry.shared_id, entry.resting)
+        });
+        if let Some(name) = &shared_id {
+            let mut named = self.lock_named();
+            if named.get(name).is_some_and(|s| s == session) {
+                named.remove(name);
+                crate::memory::shrink_when_sparse(&mut named);
+            }
+        }
+        Ended {
+            key: shared_id.unwrap_or_else(|| session.to_string()),
+            sessionless,
+            resting,
+        }
+    }
+
+    /// Brings a session's reveals up to date from the shared store (another replica may have
+    /// changed them). In process there is nothing to read.
+    pub async fn load_reveals(
+        &self,
+        key: &str,
+        disclosure: &Disclosure,
+    ) -> Result<(), SharedStateError> {
+        if !self.shared.is_shared() {
+            return Ok(());
+        }
+        if let Some(snapshot) = self.shared.load_reveals(key).await? {
+            disclosure.restore_session(key, snapshot);
+        }
+        Ok(())
+    }
+
+    /// The reveals under `key` before a call that may change them, when they are shared and so
+    /// must be written back if it does (`None` when nothing is shared).
+    pub fn reveals_before(&self, key: &str, disclosure: &Disclosure) -> Option<RevealsBefore> {
+        self.shared
+            .is_shared()
+            .then(|| RevealsBefore(disclosure.session_snapshot(key)))
+    }
+
+    /// Writes the reveals under `key` to the shared store when a call changed them from `before`
+    /// (a session that had none before counts as changed once it has some).
+    pub async fn save_reveals_if_changed(
+        &self,
+        key: &str,
+        before: Option<RevealsBefore>,
+        disclosure: &Disclosure,
+    ) -> Result<(), SharedStateError> {
+        let Some(RevealsBefore(before)) = before else {
+            return Ok(());
+        };
+        match disclosure.session_snapshot(key) {
+            Some(after) if Some(&after) != before.as_ref() => {
+                self.shared.save_reveals(key, &after).await
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Puts a large output stored here into the shared store, so that its handle works on every
+    /// replica; a failure is logged (the handle still works here).
+    pub async fn share_output(&self, shelf: &str, output: &StoredOutput) {
+        if !self.shared.is_shared() {
+            return;
+        }
+        let copy = SharedOutput {
+            tool: output.tool.clone(),
+            text: output.text.clone(),
+        };
+        if let Err(e) = self.shared.put_output(shelf, &output.handle, &copy).await {
+            tracing::warn!(handle = %output.handle, error = %e, "large output not shared");
+        }
+    }
+
+    /// Copies the output a large-output call names from the shared store when another replica
+    /// stored it.
+    pub async fn adopt_output(
+        &self,
+        store: &OffloadStore,
+        key: &str,
+        arguments: &Value,
+    ) -> Result<(), SharedStateError> {
+        if !self.shared.is_shared() {
+            return Ok(());
+        }
+        let Some(handle) = arguments.get("handle").and_then(Value::as_str) else {
+            return Ok(());
+        };
+        if store.get(key, handle).is_ok() {
+            return Ok(());
+        }
+        if let Some(output) = self.shared.get_output(key, handle).await? {
+            store.adopt(key, handle, &output.tool, output.text);
+        }
+        Ok(())
+    }
+
+    /// Tells the other replicas something about the session kept under `key`: the client's
+    /// stream may be held by any of them. Nothing to tell in process.
+    pub async fn tell(&self, key: &str, kind: NoticeKind) {
+        if !self.shared.is_shared() {
+            return;
+        }
+        if let Err(e) = self.shared.tell(key, kind).await {
+            tracing::warn!(session = key, error = %e, "the other replicas were not told");
+        }
+    }
+
+    /// Whether other replicas may serve these sessions too.
+    pub fn replicated(&self) -> bool {
+        self.shared.is_shared()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sessions() -> Sessions {
+        Sessions::new(Arc::new(crate::shared::InProcess::default()))
+    }
+
+    fn sees_nothing(scope: &Scope) -> bool {
+        scope.patterns().is_some_and(|patterns| patterns.is_empty())
+    }
+
+    #[test]
+    fn a_session_sees_nothing_until_bound_and_only_its_own_token_may_bind_it_again() {
+        let sessions = sessions();
+        let id = sessions.open();
+        assert!(sees_nothing(&sessions.scope(&id)));
+        let alice = Some(TokenId::from_stored("alice"));
+        sessions
+            .bind(&id, alice.clone(), Arc::new(Scope::all()))
+            .unwrap();
+        assert!(sessions.scope(&id).is_all());
+        sessions
+            .bind(&id, alice, Arc::new(Scope::none()))
+            .expect("the same token binds again");
+        assert!(
+            sessions.scope(&id).is_all(),
+            "binding again changes nothing"
+        );
+        assert!(matches!(
+            sessions.bind(
+                &id,
+                Some(TokenId::from_stored("bob")),
+                Arc::new(Scope::all())
+            ),
+            Err(GatewayError::SessionOfAnotherToken)
+        ));
+        assert!(matches!(
+            sessions.bind("s999", None, Arc::new(Scope::all())),
+            Err(GatewayError::SessionEnded { .. })
+        ));
+    }
+
+    #[test]
+    fn keys_follow_the_client_session_id_and_a_sessionless_request_keeps_outputs_by_token() {
+        let sessions = sessions();
+        let plain = sessions.open_with_scope(Arc::new(Scope::all()));
+        assert_eq!(sessions.state_key(&plain), plain);
+        assert_eq!(sessions.reveal_key(&plain), (plain.clone(), true));
+
+        let named = sessions.open_with_scope(Arc::new(Scope::all()));
+        sessions.name(&named, "mcp-1");
+        sessions.name(&named, "mcp-2");
+        assert_eq!(sessions.state_key(&named), "mcp-1", "the first name stays");
+        assert_eq!(sessions.reveal_key(&named), ("mcp-1".to_string(), true));
+        assert_eq!(sessions.named("mcp-1"), Some(named.clone()));
+        assert_eq!(sessions.under_shared_id("mcp-1"), vec![named.clone()]);
+
+        let once = sessions.open();
+        sessions
+            .bind(
+                &once,
+                Some(TokenId::from_stored("alice")),
+                Arc::new(Scope::all()),
+            )
+            .unwrap();
+        sessions.mark_sessionless(&once);
+        assert_eq!(sessions.state_key(&once), "token:alice");
+        assert_eq!(sessions.reveal_key(&once), (once.clone(), false));
+        assert!(!sessions.rest(&once), "a sessionless request never rests");
+
+        let ended = sessions.remove(&named);
+        assert_eq!(
+            ended,
+            Ended {
+                key: "mcp-1".to_string(),
+                sessionless: false,
+                resting: false
+            }
+        );
+        assert_eq!(sessions.named("mcp-1"), None);
+        assert!(
+            sees_nothing(&sessions.scope(&named)),
+            "an ended session sees nothing"
+        );
+        assert_eq!(sessions.len(), 2);
+    }
+
+    #[test]
+    fn a_resting_session_ends_as_resting() {
+        let sessions = sessions();
+        let id = sessions.open_with_scope(Arc::new(Scope::all()));
+        sessions.name(&id, "mcp-9");
+        assert!(sessions.rest(&id));
+        let ended = sessions.remove(&id);
+        assert!(ended.resting);
+        assert_eq!(ended.key, "mcp-9");
+        assert!(!sessions.rest("s404"), "an unknown session does not rest");
+    }
+}
