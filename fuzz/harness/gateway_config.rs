@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use toolsearch_core::{Disclosure, Tool, ToolId};
 use toolsearch_gateway::config::{ConfigError, Format, GatewayConfig};
-use toolsearch_gateway::gateway::{disclosure_config, search_config};
 use toolsearch_gateway::offload::{self, OffloadStore};
 use toolsearch_gateway::rest::ApiTokens;
 use toolsearch_gateway::rmcp::model::{CallToolResult, ContentBlock};
@@ -58,10 +57,10 @@ fn accepted(config: &GatewayConfig) {
     if let Err(e) = ApiTokens::new(&config.rest.api_tokens) {
         panic!("accepted API tokens are refused by the REST API: {e}");
     }
-    if let Err(e) = Disclosure::new(disclosure_config(config)) {
+    if let Err(e) = Disclosure::new(config.disclosure_config()) {
         panic!("accepted toolSearch settings are refused by the disclosure: {e}");
     }
-    let _ = search_config(config);
+    let _ = config.search_config();
 
     let policy = config.catalog_policy();
     let naming = &policy.naming;

@@ -119,6 +119,33 @@ fn trim(value: &mut Value) {
     }
 }
 
+impl ToolDecl {
+    /// Checks a call's arguments against the declared input schema, as [`parse_arguments`] does
+    /// for its type: `null` counts as `{}`; anything that does not fit fails with every problem
+    /// found and the schema. What the engine runs for every served tool before it dispatches.
+    pub fn check_arguments(&self, arguments: &Value) -> Result<()> {
+        let empty = Value::Object(Map::new());
+        let arguments = if arguments.is_null() {
+            &empty
+        } else {
+            arguments
+        };
+        let key = format!("declared:{}", self.input_schema);
+        let problems = problems(
+            compiled(&key, || Some(self.input_schema.clone())),
+            arguments,
+        );
+        if problems.is_empty() {
+            return Ok(());
+        }
+        Err(Error::MetaArguments {
+            tool: self.name,
+            problem: problems.join("; "),
+            schema: self.input_schema.clone(),
+        })
+    }
+}
+
 /// Reads a call's arguments as `A`: `null` counts as `{}`; anything that does not fit the derived
 /// schema fails with every problem found and the schema.
 pub fn parse_arguments<A: DeserializeOwned + JsonSchema>(

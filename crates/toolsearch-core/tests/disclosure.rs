@@ -985,3 +985,64 @@ fn a_restored_snapshot_keeps_the_reveal_bound() {
     );
     assert_eq!(d.session_snapshot("s").unwrap().revealed, revealed[3..]);
 }
+
+/// The arguments of a tool an edge serves itself, for the test below.
+#[derive(serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+struct ReadArgs {
+    handle: String,
+    offset: Option<u32>,
+}
+
+#[test]
+fn served_tools_are_dispatched_only_with_arguments_that_fit_their_declaration() {
+    let mut d = disclosure(Preset::Search);
+    let id = d.serve(toolsearch_core::ToolDecl::new::<ReadArgs>(
+        "read_output",
+        "Reads an output.",
+    ));
+    let engine = engine();
+    let dispatch = |name: &str, arguments: Value| d.dispatch("s1", name, arguments, &engine);
+    // Direct and through call_tool, arguments that fit come through unchanged.
+    for outcome in [
+        dispatch("read_output", json!({"handle": "h1", "offset": 3})),
+        dispatch(
+            "call_tool",
+            json!({"name": "read_output", "arguments": {"handle": "h1", "offset": 3}}),
+        ),
+    ] {
+        match outcome.unwrap() {
+            Dispatch::Served { id: got, arguments } => {
+                assert_eq!(got, id);
+                assert_eq!(arguments, json!({"handle": "h1", "offset": 3}));
+            }
+            other => panic!("expected the served tool, got {other:?}"),
+        }
+    }
+    // Arguments that do not fit are refused by the engine, naming every problem and the schema,
+    // whichever way the tool is called; the edge never sees them.
+    for outcome in [
+        dispatch("read_output", json!({"offset": "three", "extra": 1})),
+        dispatch(
+            "call_tool",
+            json!({"name": "read_output", "arguments": {"offset": "three"}}),
+        ),
+        dispatch("read_output", Value::Null),
+    ] {
+        let err = outcome.unwrap_err();
+        let text = err.to_string();
+        assert!(
+            matches!(
+                err,
+                Error::MetaArguments {
+                    tool: "read_output",
+                    ..
+                }
+            ),
+            "{text}"
+        );
+        assert!(text.contains("handle"), "names the missing field: {text}");
+        assert!(error_result(&err)["schema"].is_object(), "{text}");
+    }
+}

@@ -49,8 +49,10 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use toolsearch_core::disclosure::DisclosureConfig;
 use toolsearch_core::{
-    CatalogPolicy, CategoryDef, NamePattern, Naming, Preset, SelectionOrder, DEFAULT_SEPARATOR,
+    CatalogPolicy, CategoryDef, NamePattern, Naming, Preset, SearchConfig, SearchEngine,
+    SelectionOrder, DEFAULT_SEPARATOR,
 };
 
 /// A configuration problem: the file, the key (dotted path), the position when known, and why.
@@ -869,6 +871,41 @@ impl Format {
 }
 
 impl GatewayConfig {
+    /// The core's disclosure settings from the `toolSearch` section.
+    pub fn disclosure_config(&self) -> DisclosureConfig {
+        let ts = &self.tool_search;
+        let defaults = DisclosureConfig::default();
+        DisclosureConfig {
+            preset: ts.preset,
+            threshold: ts.threshold,
+            max_tools_limit: ts.max_tools_limit.unwrap_or(defaults.max_tools_limit),
+            tool_selection_order: ts.tool_selection_order,
+            // "Server priority" is the order the config lists the servers in.
+            server_priority: self
+                .active_servers()
+                .map(|(name, _)| name.to_string())
+                .collect(),
+            ..defaults
+        }
+    }
+
+    /// The engine settings from the `toolSearch` section: the score threshold.
+    pub fn search_config(&self) -> SearchConfig {
+        let defaults = SearchConfig::default();
+        SearchConfig {
+            threshold: self
+                .tool_search
+                .search_threshold
+                .map_or(defaults.threshold, |t| t as f32),
+            ..defaults
+        }
+    }
+
+    /// An engine whose servers' tools enter through the config's catalog policy.
+    pub fn search_engine(&self) -> toolsearch_core::Result<SearchEngine> {
+        SearchEngine::with_policy(self.search_config(), self.catalog_policy())
+    }
+
     /// Reads and checks a config file.
     pub fn load(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
         let path = path.as_ref();

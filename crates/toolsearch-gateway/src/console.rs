@@ -156,7 +156,7 @@ async fn upstreams(
         };
         views.push(UpstreamView {
             transport,
-            state: crate::gateway::state_label(&state),
+            state: state.label(),
             detail: state.to_string(),
             last_error,
             retry_in_ms,

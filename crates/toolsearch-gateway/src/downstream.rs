@@ -669,7 +669,7 @@ pub fn http_app(
         .route_layer(middleware::from_fn_with_state(
             SessionsToClose {
                 manager,
-                shared: gateway.sessions().store().clone(),
+                sessions: gateway.sessions().clone(),
             },
             session_closed_no_content,
         ))

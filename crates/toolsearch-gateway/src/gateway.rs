@@ -6,107 +6,49 @@
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
 use std::time::Duration;
 
-use rmcp::model::{CallToolResult, ContentBlock, ProgressToken};
+use rmcp::model::{CallToolResult, ProgressToken};
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
-use toolsearch_core::disclosure::{
-    error_result, Caller, Disclosure, DisclosureConfig, Dispatch, ServerStatus, CALL_TOOL,
-};
-use toolsearch_core::{parse_arguments, Preset, Scope, SearchConfig, SearchEngine, ServedId, Tool};
+use toolsearch_core::disclosure::{Disclosure, ServerStatus};
+use toolsearch_core::{Preset, Scope, SearchEngine, Tool};
 
 use crate::config::GatewayConfig;
 use crate::error::{GatewayError, Result};
 use crate::listing::Listing;
-use crate::metrics::Face;
 use crate::observe::Observer;
-use crate::offload::{self, OffloadError, OffloadStore, OffloadTool};
-use crate::passthrough::{unsubscribe_upstream, upstream_list, Passthrough};
-use crate::prompt_search::{
-    self, GetPromptArgs, PromptIndex, PromptTool, SearchPromptsArgs, DEFAULT_PROMPT_LIMIT,
-    MAX_PROMPT_LIMIT,
-};
-use crate::relay::CallOrigin;
-use crate::resources;
+use crate::offload::OffloadStore;
+use crate::passthrough::{unsubscribe_upstream, Passthrough};
 use crate::rest::SharedEngine;
 use crate::semantic::Semantic;
 use crate::session::Sessions;
-use crate::shared::{Notice, NoticeKind};
+use crate::startup::FirstStarts;
+use crate::tools::{ServedTools, ToolCalls};
 use crate::upstream::supervisor::{ServerState, UpstreamEvent, UpstreamManager};
-
-/// Search results mark the tools of upstreams that are not ready, and name those upstreams.
-struct UpstreamStatus {
-    upstreams: UpstreamManager,
-    /// `true` once every upstream's first start has settled.
-    settled: tokio::sync::watch::Receiver<bool>,
-}
-
-impl ServerStatus for UpstreamStatus {
-    fn unavailable(&self, server: &str) -> Option<String> {
-        self.upstreams
-            .state(server)
-            .filter(|state| !state.is_ready())
-            .map(|state| state.to_string())
-    }
-
-    fn not_ready(&self) -> Vec<(String, String)> {
-        self.upstreams
-            .states()
-            .into_iter()
-            .filter(|(_, state)| !state.is_ready())
-            .map(|(server, state)| (server, state.to_string()))
-            .collect()
-    }
-
-    fn settling(&self) -> bool {
-        !*self.settled.borrow()
-    }
-}
-
-/// Whether a server is still on its first start: starting, with no failed attempt before.
-/// Ready, failed, restarting, or starting again after a failure all settle it.
-fn on_first_start(state: &ServerState) -> bool {
-    matches!(
-        state,
-        ServerState::Starting {
-            last_error: None,
-            ..
-        }
-    )
-}
 
 /// Everything the downstream server needs: engine, disclosure, upstreams, sessions.
 pub struct Gateway {
     config: GatewayConfig,
     upstreams: UpstreamManager,
     engine: SharedEngine,
-    disclosure: Disclosure,
+    disclosure: Arc<Disclosure>,
     /// Which upstreams cannot take calls, for search results.
     status: Arc<dyn ServerStatus>,
-    /// The large-output tools served through the disclosure, by the id it gave each.
-    offload_tools: Vec<(ServedId, OffloadTool)>,
-    /// `search_prompts` and `get_prompt`, when `toolSearch.searchPrompts` is on.
-    prompt_tools: Vec<(ServedId, PromptTool)>,
-    /// The upstreams' prompts and resource templates, for `search_prompts`.
-    prompt_index: PromptIndex,
+    /// `tools/call`: meta-tools, served tools, and calls forwarded to their upstream.
+    calls: Arc<ToolCalls>,
     /// The downstream sessions, and the store they are kept in between requests.
-    sessions: Sessions,
+    sessions: Arc<Sessions>,
     /// Prompts, resources, subscriptions, logging and roots between sessions and upstreams.
-    passthrough: Passthrough,
+    passthrough: Arc<Passthrough>,
     /// The latest `tools/list` answers, by catalog version, scope and reveals.
     listings: crate::listing::Listings,
-    call_timeout: Duration,
-    /// Large outputs stored per session; `None` when `toolSearch.offload.enabled` is off.
-    offload: Option<OffloadStore>,
     /// The embedding model and the tools' vectors, filled in the background.
     semantic: Arc<Semantic>,
     /// Metrics and the last searches.
     observer: Arc<Observer>,
-    /// Set to `true` once every upstream's first start has settled (ready, failed, or out of
-    /// `supervisor.startupTimeoutSecs`) and the ready ones are indexed: a session's first
-    /// tools/list waits for it, so that a client that lists once sees every tool to be had.
-    settled: tokio::sync::watch::Sender<bool>,
+    /// Whether the upstreams' first starts have settled: a session's first tools/list waits.
+    first_starts: Arc<FirstStarts>,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -118,73 +60,17 @@ impl std::fmt::Debug for Gateway {
     }
 }
 
-/// The core's disclosure settings from the `toolSearch` section.
-pub fn disclosure_config(config: &GatewayConfig) -> DisclosureConfig {
-    let ts = &config.tool_search;
-    let defaults = DisclosureConfig::default();
-    DisclosureConfig {
-        preset: ts.preset,
-        threshold: ts.threshold,
-        max_tools_limit: ts.max_tools_limit.unwrap_or(defaults.max_tools_limit),
-        tool_selection_order: ts.tool_selection_order,
-        // "Server priority" is the order the config lists the servers in.
-        server_priority: config
-            .active_servers()
-            .map(|(name, _)| name.to_string())
-            .collect(),
-        ..defaults
-    }
-}
-
-/// The engine settings from the `toolSearch` section: the score threshold.
-pub fn search_config(config: &GatewayConfig) -> SearchConfig {
-    let ts = &config.tool_search;
-    let defaults = SearchConfig::default();
-    SearchConfig {
-        threshold: ts.search_threshold.map_or(defaults.threshold, |t| t as f32),
-        ..defaults
-    }
-}
-
-/// An engine whose servers' tools enter through the config's catalog policy.
-pub fn search_engine(config: &GatewayConfig) -> Result<SearchEngine> {
-    Ok(SearchEngine::with_policy(
-        search_config(config),
-        config.catalog_policy(),
-    )?)
-}
-
 impl Gateway {
     /// Starts the upstreams and the indexing task. Must run inside a tokio runtime.
     pub fn start(config: GatewayConfig) -> Result<Arc<Self>> {
-        let mut disclosure = Disclosure::new(disclosure_config(&config))?;
-        let engine = search_engine(&config)?;
+        let mut disclosure = Disclosure::new(config.disclosure_config())?;
+        let engine = config.search_engine()?;
         let upstreams = UpstreamManager::start(&config);
-        let (settled, settled_rx) = tokio::sync::watch::channel(upstreams.servers().is_empty());
-        let status: Arc<dyn ServerStatus> = Arc::new(UpstreamStatus {
-            upstreams: upstreams.clone(),
-            settled: settled_rx,
-        });
+        let first_starts =
+            FirstStarts::new(upstreams.clone(), config.supervisor.startup_timeout_secs);
+        let status = first_starts.status();
         disclosure.set_server_status(status.clone());
-        let offload_tools = if config.tool_search.offload.enabled {
-            OffloadTool::ALL
-                .into_iter()
-                .map(|tool| {
-                    let decl = tool.decl(&config.tool_search.offload);
-                    (disclosure.serve(decl), tool)
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        let prompt_tools = if config.tool_search.search_prompts {
-            PromptTool::ALL
-                .into_iter()
-                .map(|tool| (disclosure.serve(tool.decl()), tool))
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let served = ServedTools::register(&mut disclosure, &config, upstreams.clone());
         // Subscribe before reading the current tools so that no change falls in between.
         let events = upstreams.subscribe();
         let engine = Arc::new(RwLock::new(engine));
@@ -198,42 +84,50 @@ impl Gateway {
         )
         .map_err(|e| GatewayError::SharedState(Box::new(e)))?;
         let notices = shared.notices();
+        let sessions = Arc::new(Sessions::new(shared));
         let observer = Arc::new(Observer::new());
         let semantic = Semantic::start(
             &config.tool_search.semantic,
             engine.clone(),
             crate::semantic::VectorSources {
-                shared: shared.clone(),
+                shared: sessions.replicated().then(|| sessions.store().clone()),
                 runtime: Some(tokio::runtime::Handle::current()),
                 metrics: observer.metrics().clone(),
             },
         );
+        let disclosure = Arc::new(disclosure);
+        let passthrough = Arc::new(Passthrough::new(upstreams.clone(), engine.clone()));
+        let calls = Arc::new(ToolCalls {
+            disclosure: disclosure.clone(),
+            engine: engine.clone(),
+            upstreams: upstreams.clone(),
+            observer: observer.clone(),
+            sessions: sessions.clone(),
+            passthrough: passthrough.clone(),
+            served,
+            call_timeout: config.tool_search.call_timeout(),
+        });
         let gateway = Arc::new(Self {
-            sessions: Sessions::new(shared),
-            passthrough: Passthrough::new(upstreams.clone(), engine.clone()),
+            sessions,
+            passthrough,
             semantic,
             status,
-            offload_tools,
-            prompt_tools,
-            prompt_index: PromptIndex::default(),
+            calls,
             observer,
-            call_timeout: config.tool_search.call_timeout(),
-            offload: config
-                .tool_search
-                .offload
-                .enabled
-                .then(|| OffloadStore::new(config.tool_search.offload.clone())),
             config,
             upstreams,
             engine,
             disclosure,
             listings: crate::listing::Listings::default(),
-            settled,
+            first_starts,
         });
         gateway.resync();
         tokio::spawn(follow_upstreams(Arc::downgrade(&gateway), events));
         tokio::spawn(settle_first_starts(Arc::downgrade(&gateway)));
-        tokio::spawn(follow_notices(Arc::downgrade(&gateway), notices));
+        tokio::spawn(Sessions::follow_notices(
+            Arc::downgrade(&gateway.sessions),
+            notices,
+        ));
         if gateway.sessions.replicated() {
             let weak = Arc::downgrade(&gateway);
             gateway
@@ -242,7 +136,9 @@ impl Gateway {
                 .forward_updates(Arc::new(move |session: &str, uri: &str| {
                     if let Some(gateway) = weak.upgrade() {
                         let (session, uri) = (session.to_string(), uri.to_string());
-                        tokio::spawn(async move { gateway.publish_updated(&session, uri).await });
+                        tokio::spawn(async move {
+                            gateway.sessions.publish_updated(&session, uri).await
+                        });
                     }
                 }));
         }
@@ -267,7 +163,7 @@ impl Gateway {
 
     /// The large-output store, when offloading is on.
     pub fn offload(&self) -> Option<&OffloadStore> {
-        self.offload.as_ref()
+        self.calls.served.offload().map(|store| store.as_ref())
     }
 
     /// Which upstreams cannot take calls right now, for the REST API's results.
@@ -285,16 +181,12 @@ impl Gateway {
     pub fn render_metrics(&self, scope: &Scope) -> String {
         let metrics = self.observer.metrics();
         for (server, state) in self.upstreams.states() {
-            metrics.upstream(
-                &server,
-                state_label(&state),
-                self.upstreams.tool_count(&server),
-            );
+            metrics.upstream(&server, state.label(), self.upstreams.tool_count(&server));
         }
         metrics.sessions(self.sessions.len());
         let store = self.sessions.store();
         metrics.state_store(store.kind(), store.is_up());
-        if let Some(store) = &self.offload {
+        if let Some(store) = self.calls.served.offload() {
             let (outputs, bytes) = store.totals();
             metrics.offloaded(outputs, bytes);
         }
@@ -349,7 +241,7 @@ impl Gateway {
     }
 
     /// The downstream sessions.
-    pub(crate) fn sessions(&self) -> &Sessions {
+    pub(crate) fn sessions(&self) -> &Arc<Sessions> {
         &self.sessions
     }
 
@@ -373,7 +265,7 @@ impl Gateway {
     /// coming back.
     pub fn forget_rested(&self, mcp_session_id: &str) {
         self.disclosure.end_session(mcp_session_id);
-        if let Some(store) = &self.offload {
+        if let Some(store) = self.calls.served.offload() {
             store.end_session(mcp_session_id);
         }
     }
@@ -419,7 +311,7 @@ impl Gateway {
         // Its reveals and outputs are kept under its shared key; what the shared store holds
         // stays for the replicas that go on serving it.
         self.disclosure.end_session(&ended.key);
-        if let Some(store) = &self.offload {
+        if let Some(store) = self.calls.served.offload() {
             // A sessionless request's outputs belong to its token's shelf, which outlives it.
             if !ended.sessionless {
                 store.end_session(&ended.key);
@@ -451,21 +343,10 @@ impl Gateway {
     /// The session's tools/list answer as it stands: its scope's tools with its reveals, computed
     /// once for every session with the same scope and reveals.
     fn listing(&self, session: &str) -> Arc<Listing> {
-        let scope = self.sessions.scope(session);
         let (key, _) = self.sessions.reveal_key(session);
-        let reveals = self.disclosure.session_snapshot(&key);
-        let engine = self.read_engine();
-        let version = engine.catalog().version();
-        if let Some(listing) = self.listings.get(version, &scope, &reveals) {
-            return listing;
-        }
-        let tools = self
-            .disclosure
-            .visible_tools(Caller::new(&key, &scope), &engine);
-        drop(engine);
-        let listing = Arc::new(Listing::new(&tools));
-        self.listings.put(version, scope, reveals, listing.clone());
-        listing
+        let scope = self.sessions.scope(session);
+        self.listings
+            .answer(&self.disclosure, &self.engine, &key, scope)
     }
 
     /// Instructions for the session's system prompt: its tools and categories.
@@ -476,404 +357,36 @@ impl Gateway {
         let mut guidance = if self.first_starts_done() {
             self.disclosure.guidance_in(&self.read_engine(), &scope)
         } else {
-            self.starting_guidance()
+            self.first_starts.starting_guidance(self.preset())
         };
-        if let Some(store) = &self.offload {
+        if let Some(served) = self.calls.served.guidance() {
             if !guidance.is_empty() {
                 guidance.push_str("\n\n");
             }
-            guidance.push_str(&offload::guidance(store.config()));
+            guidance.push_str(&served);
         }
         guidance
     }
 
-    /// Runs a tools/call for a session, in its scope: a meta-tool here, anything else on its
-    /// upstream. Errors the model can act on come back as results with `isError`; a tool outside
-    /// the scope is an unknown tool.
+    /// Runs a tools/call for a session, in its scope (`tools.rs`). Errors the model can act on
+    /// come back as results with `isError`; a tool outside the scope is an unknown tool.
     pub async fn call_tool(
-        self: &Arc<Self>,
+        &self,
         session: &str,
         name: &str,
         arguments: Value,
         cancel: CancellationToken,
         progress_token: Option<ProgressToken>,
     ) -> CallToolResult {
-        let scope = self.sessions.scope(session);
-        let started = std::time::Instant::now();
-        let (key, kept) = self.sessions.reveal_key(session);
-        if kept {
-            if let Err(e) = self.sessions.load_reveals(&key, &self.disclosure).await {
-                tracing::warn!(session, tool = name, error = %e, "call refused");
-                return error_text(&GatewayError::SharedState(Box::new(e)));
-            }
-        }
-        let before = kept
-            .then(|| self.sessions.reveals_before(&key, &self.disclosure))
-            .flatten();
-        // A meta-tool searches (and in hybrid mode embeds the query), an unknown name is matched
-        // against the catalog for a did-you-mean, and arguments are checked against a schema:
-        // CPU work that grows with the catalog or with what the client sent, and must not hold
-        // an async worker, which the other sessions' I/O needs. Only a call whose tool resolves
-        // at once, with small arguments, is dispatched inline.
-        let searches = self.disclosure.is_meta_tool(name) && name != CALL_TOOL;
-        let dispatch = if searches || !self.dispatch_is_cheap(name, &arguments, &scope) {
-            let gateway = self.clone();
-            let (key, scope, tool) = (key.clone(), scope.clone(), name.to_string());
-            let searched = tokio::task::spawn_blocking(move || {
-                let engine = gateway.read_engine();
-                gateway
-                    .disclosure
-                    .dispatch(Caller::new(&key, &scope), &tool, arguments, &engine)
-            })
-            .await;
-            match searched {
-                Ok(dispatch) => dispatch,
-                Err(e) => {
-                    tracing::error!(session, tool = name, error = %e, "a meta-tool's task failed");
-                    return error_text(&GatewayError::Downstream(format!(
-                        "`{name}` failed inside the gateway ({e}); try the call again, and report it if it repeats"
-                    )));
-                }
-            }
-        } else {
-            let engine = self.read_engine();
-            self.disclosure
-                .dispatch(Caller::new(&key, &scope), name, arguments, &engine)
-        };
-        if let Err(e) = self
-            .sessions
-            .save_reveals_if_changed(&key, before, &self.disclosure)
+        self.calls
+            .call(session, name, arguments, cancel, progress_token)
             .await
-        {
-            tracing::warn!(session, tool = name, error = %e, "reveals not shared");
-            return error_text(&GatewayError::SharedState(Box::new(e)));
-        }
-        match dispatch {
-            Err(e) => {
-                tracing::debug!(session, tool = name, error = %e, "call refused");
-                json_result(error_result(&e), true)
-            }
-            Ok(Dispatch::Meta(outcome)) => {
-                self.observer.search_result(
-                    Face::Mcp,
-                    Some(session),
-                    &outcome.result,
-                    started.elapsed(),
-                );
-                if outcome.visible_changed {
-                    self.notify(session).await;
-                    self.publish_tools_changed(&key).await;
-                }
-                json_result(outcome.result, false)
-            }
-            Ok(Dispatch::Served { id, arguments }) => {
-                let prompt_tool = self
-                    .prompt_tools
-                    .iter()
-                    .find(|(served, _)| *served == id)
-                    .map(|(_, tool)| *tool);
-                match prompt_tool {
-                    Some(tool) => self.call_prompt_tool(session, tool, arguments).await,
-                    None => self.call_offload(session, id, arguments, cancel).await,
-                }
-            }
-            Ok(Dispatch::Call { tool, arguments }) => {
-                let arguments = match arguments {
-                    Value::Object(map) => Some(map),
-                    _ => None,
-                };
-                let origin = CallOrigin::new(session, progress_token);
-                let public = self.read_engine().naming().tool_name(&tool);
-                self.observer.called(session, &public);
-                let call_started = std::time::Instant::now();
-                let outcome = self
-                    .upstreams
-                    .call_with_timeout(
-                        &tool.server,
-                        &tool.name,
-                        arguments,
-                        cancel,
-                        self.call_timeout,
-                        Some(&origin),
-                    )
-                    .await
-                    .map(|mut result| {
-                        resources::rewrite_call_result(&mut result, &tool.server);
-                        result
-                    });
-                let failed = match &outcome {
-                    Ok(result) => result.is_error == Some(true),
-                    Err(_) => true,
-                };
-                self.observer.metrics().call(
-                    &tool.server,
-                    call_started.elapsed().as_secs_f64(),
-                    failed,
-                );
-                match outcome {
-                    Ok(result) => match &self.offload {
-                        Some(store) if store.would_offload(&result) => {
-                            let shelf = self.sessions.state_key(session);
-                            // Storing counts the characters of what may be megabytes, and
-                            // outlines it when it is JSON: on the blocking pool.
-                            let gateway = self.clone();
-                            let (key, tool_name) = (shelf.clone(), public.clone());
-                            let stored = tokio::task::spawn_blocking(move || {
-                                gateway.offload.as_ref().map(|store| {
-                                    store.offload_result_keeping(&key, &tool_name, result)
-                                })
-                            })
-                            .await;
-                            let (result, stored) = match stored {
-                                Ok(Some(stored)) => stored,
-                                Ok(None) | Err(_) => {
-                                    tracing::error!(session, tool = %public, "storing a large output failed");
-                                    return error_text(&GatewayError::Downstream(format!(
-                                        "the large output of `{public}` could not be stored; call the tool again, and report it if it repeats"
-                                    )));
-                                }
-                            };
-                            if let Some(output) = stored {
-                                self.sessions.share_output(&shelf, &output).await;
-                            }
-                            result
-                        }
-                        _ => result,
-                    },
-                    Err(e) => {
-                        tracing::warn!(session, server = %tool.server, tool = %tool.name, error = %e, "call failed");
-                        error_text(&e)
-                    }
-                }
-            }
-        }
     }
 
-    /// Whether dispatching a call to `name` is cheap whatever the client sent: the tool it runs
-    /// (or the one `call_tool` names) is served here or resolves in `scope`, and its arguments
-    /// are small. Anything else is dispatched on the blocking pool.
-    fn dispatch_is_cheap(&self, name: &str, arguments: &Value, scope: &Scope) -> bool {
-        // `call_tool` unpacks only where the preset serves it; elsewhere it is just a name.
-        let (target, arguments) = if name == CALL_TOOL && self.disclosure.is_meta_tool(CALL_TOOL) {
-            match arguments.get("name").and_then(Value::as_str) {
-                Some(target) => (target, arguments.get("arguments")),
-                None => return false,
-            }
-        } else {
-            (name, Some(arguments))
-        };
-        if target.len() > toolsearch_core::MAX_NAME_CHARS
-            || !arguments.is_none_or(|a| json_within(a, INLINE_ARGUMENT_BYTES))
-        {
-            return false;
-        }
-        let served = self.offload_tools.iter().any(|(_, t)| t.name() == target)
-            || self.prompt_tools.iter().any(|(_, t)| t.name() == target);
-        served || self.read_engine().resolve_in(target, scope).is_some()
-    }
-
-    /// Runs `search_prompts` or `get_prompt` for a session, in its scope.
-    async fn call_prompt_tool(
-        self: &Arc<Self>,
-        session: &str,
-        tool: PromptTool,
-        arguments: Value,
-    ) -> CallToolResult {
-        let refused = |message: String| json_result(serde_json::json!({ "error": message }), true);
-        match tool {
-            PromptTool::Search => {
-                let args: SearchPromptsArgs = match parse_arguments(tool.name(), arguments) {
-                    Ok(args) => args,
-                    Err(e) => return refused(e.to_string()),
-                };
-                if self.prompt_index.needs_rebuild() {
-                    self.rebuild_prompt_index().await;
-                }
-                let limit = args
-                    .limit
-                    .unwrap_or(DEFAULT_PROMPT_LIMIT)
-                    .clamp(1, MAX_PROMPT_LIMIT);
-                let offset = args.offset.unwrap_or(0);
-                let scope = self.sessions.scope(session);
-                // A search is CPU work that grows with the query: on the blocking pool.
-                let gateway = self.clone();
-                let searched = tokio::task::spawn_blocking(move || {
-                    gateway
-                        .prompt_index
-                        .search(&args.query, limit, offset, &scope)
-                })
-                .await;
-                match searched {
-                    Ok(Ok(results)) => match serde_json::to_value(results) {
-                        Ok(value) => json_result(value, false),
-                        Err(e) => refused(format!("cannot write the results: {e}")),
-                    },
-                    Ok(Err(e)) => refused(e.to_string()),
-                    Err(e) => refused(format!(
-                        "the prompt search failed inside the gateway ({e}); try again, and report it if it repeats"
-                    )),
-                }
-            }
-            PromptTool::Get => {
-                let args: GetPromptArgs = match parse_arguments(tool.name(), arguments) {
-                    Ok(args) => args,
-                    Err(e) => return refused(e.to_string()),
-                };
-                match self
-                    .passthrough
-                    .get_prompt(&self.sessions.get(session), &args.name, args.arguments)
-                    .await
-                {
-                    Ok(prompt) => match serde_json::to_value(prompt) {
-                        Ok(value) => json_result(value, false),
-                        Err(e) => refused(format!("cannot write the prompt: {e}")),
-                    },
-                    Err(e) => refused(e.to_string()),
-                }
-            }
-        }
-    }
-
-    /// How many prompts `server` offers, as last indexed (the index is brought up to date
-    /// first); `None` when it offers none or was not ready.
+    /// How many prompts `server` offers, as last indexed; `None` when it offers none or was not
+    /// ready.
     pub async fn prompt_count(&self, server: &str) -> Option<usize> {
-        if self.prompt_index.needs_rebuild() {
-            self.rebuild_prompt_index().await;
-        }
-        self.prompt_index.prompt_count(server)
-    }
-
-    /// Lists every ready upstream's prompts and resource templates into the prompt index.
-    async fn rebuild_prompt_index(&self) {
-        self.prompt_index.begin_rebuild();
-        let mut servers = Vec::new();
-        for server in self.upstreams.servers() {
-            let Ok(peer) = self.upstreams.ready_peer(&server) else {
-                continue;
-            };
-            let capabilities = peer.peer_info().map(|info| info.capabilities.clone());
-            let mut entries = Vec::new();
-            if capabilities.as_ref().is_some_and(|c| c.prompts.is_some()) {
-                let listed =
-                    tokio::time::timeout(self.upstreams.call_timeout(), peer.list_all_prompts())
-                        .await;
-                for prompt in upstream_list(&server, "prompts/list", listed).unwrap_or_default() {
-                    entries.push(prompt_search::prompt_as_tool(&server, &prompt));
-                }
-            }
-            if capabilities.as_ref().is_some_and(|c| c.resources.is_some()) {
-                let listed = tokio::time::timeout(
-                    self.upstreams.call_timeout(),
-                    peer.list_all_resource_templates(),
-                )
-                .await;
-                for template in
-                    upstream_list(&server, "resources/templates/list", listed).unwrap_or_default()
-                {
-                    entries.push(prompt_search::template_as_tool(&server, &template));
-                }
-            }
-            servers.push((server, entries));
-        }
-        self.prompt_index.rebuild(servers);
-    }
-
-    /// Runs one of the large-output tools the disclosure dispatched to. A cancelled call is
-    /// dropped, and a running jq worker with it.
-    async fn call_offload(
-        &self,
-        session: &str,
-        id: ServedId,
-        arguments: Value,
-        cancel: CancellationToken,
-    ) -> CallToolResult {
-        let tool = self
-            .offload_tools
-            .iter()
-            .find(|(served, _)| *served == id)
-            .map(|(_, tool)| *tool);
-        let (Some(store), Some(tool)) = (&self.offload, tool) else {
-            return json_result(
-                serde_json::json!({ "error": "this tool is not served by this gateway" }),
-                true,
-            );
-        };
-        let key = self.sessions.state_key(session);
-        if let Err(e) = self.sessions.adopt_output(store, &key, &arguments).await {
-            return json_result(serde_json::json!({ "error": e.to_string() }), true);
-        }
-        let call = store.call(&key, tool, arguments, self.call_timeout);
-        let outcome = tokio::select! {
-            outcome = call => outcome,
-            () = cancel.cancelled() => Err(OffloadError::Cancelled { tool: tool.name() }),
-        };
-        match outcome {
-            Ok(value) => json_result(value, false),
-            Err(e) => {
-                tracing::debug!(session, tool = tool.name(), error = %e, "large-output call refused");
-                json_result(serde_json::json!({ "error": e.to_string() }), true)
-            }
-        }
-    }
-
-    /// Tells the other replicas that a session's tool list changed: the client's stream may be
-    /// held by any of them.
-    async fn publish_tools_changed(&self, key: &str) {
-        if self.preset() != Preset::Search {
-            self.sessions.tell(key, NoticeKind::ToolsChanged).await;
-        }
-    }
-
-    /// Tells the other replicas that a resource a session subscribed to changed.
-    async fn publish_updated(&self, session: &str, uri: String) {
-        if let Some(key) = self.sessions.shared_id(session) {
-            self.sessions
-                .tell(&key, NoticeKind::ResourceUpdated { uri })
-                .await;
-        }
-    }
-
-    /// Acts on another replica's notice: the sessions here named by it are notified.
-    async fn on_notice(&self, notice: Notice) {
-        let sessions = self.sessions.under_shared_id(&notice.session);
-        tracing::debug!(from = %notice.from, session = %notice.session, kind = ?notice.kind, here = sessions.len(), "notice of another replica");
-        for session in sessions {
-            match &notice.kind {
-                NoticeKind::ToolsChanged => self.notify(&session).await,
-                // The HTTP listener closes the MCP session, which ends this one.
-                NoticeKind::SessionEnded => {}
-                NoticeKind::ResourceUpdated { uri } => {
-                    if let Some(peer) = self.sessions.peer(&session) {
-                        let update =
-                            rmcp::model::ResourceUpdatedNotificationParam::new(uri.clone());
-                        if let Err(e) = peer.notify_resource_updated(update).await {
-                            tracing::debug!(session, error = %e, "cannot send resources/updated");
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    /// Sends `notifications/tools/list_changed` to one session.
-    async fn notify(&self, session: &str) {
-        if let Some(peer) = self.sessions.peer(session) {
-            if let Err(e) = peer.notify_tool_list_changed().await {
-                tracing::debug!(session, error = %e, "cannot send tools/list_changed");
-            }
-        }
-    }
-
-    /// Sends `notifications/prompts/list_changed` to every session the gateway can reach: an
-    /// upstream's prompts are the same for all of them (each re-lists within its own scope).
-    async fn notify_prompts_changed(&self, server: &str) {
-        let peers = self.sessions.peers();
-        tracing::debug!(server, sessions = peers.len(), "prompts changed upstream");
-        for (session, peer) in peers {
-            if let Err(e) = peer.notify_prompt_list_changed().await {
-                tracing::debug!(session, error = %e, "cannot send prompts/list_changed");
-            }
-        }
+        self.calls.served.prompt_count(server).await
     }
 
     /// After a catalog change: notifies the sessions whose tool list is now different.
@@ -881,7 +394,7 @@ impl Gateway {
         let candidates = self.sessions.last_listed();
         for (session, listed) in candidates {
             if self.listing(&session).fingerprint != listed {
-                self.notify(&session).await;
+                self.sessions.tools_changed(&session).await;
             }
         }
     }
@@ -890,51 +403,18 @@ impl Gateway {
     /// retry), at most `limit`, so that the first tools/list already holds their tools. Returns
     /// the servers that are not ready.
     pub async fn wait_started(&self, limit: Duration) -> Vec<(String, ServerState)> {
-        let _ = tokio::time::timeout(limit, self.first_starts_settled()).await;
-        self.upstreams
-            .states()
-            .into_iter()
-            .filter(|(_, s)| !s.is_ready())
-            .collect()
+        self.first_starts.wait(limit).await
     }
 
     /// Waits until every upstream's first start has settled and the ready ones are indexed (at
     /// most `supervisor.startupTimeoutSecs` and a second after the gateway started).
     pub async fn first_starts_settled(&self) {
-        if self.first_starts_done() {
-            return;
-        }
-        let mut settled = self.settled.subscribe();
-        // The sender lives as long as the gateway, so this ends only when settled.
-        let _ = settled.wait_for(|done| *done).await;
+        self.first_starts.settled().await
     }
 
     /// Whether every upstream's first start has settled.
     pub fn first_starts_done(&self) -> bool {
-        *self.settled.borrow()
-    }
-
-    /// The instructions of a session that began before the upstreams' first starts settled.
-    fn starting_guidance(&self) -> String {
-        let servers = self.upstreams.servers();
-        use toolsearch_core::disclosure::{SEARCH_AVAILABLE_TOOLS, SEARCH_TOOLS, TOOL_SEARCH};
-        let search = match self.preset() {
-            Preset::Passthrough => None,
-            Preset::Search | Preset::Add => Some(SEARCH_TOOLS),
-            Preset::Progressive => Some(TOOL_SEARCH),
-            Preset::Limit => Some(SEARCH_AVAILABLE_TOOLS),
-        };
-        let how = match search {
-            None => "Every tool will be in your tool list.".to_string(),
-            Some(search) => format!(
-                "If your tool list has `{search}`, call it with what you need, then run the tool it finds with `{CALL_TOOL}`; otherwise every tool is in your tool list."
-            ),
-        };
-        format!(
-            "Your tools come from {} server(s) ({}) that were starting when this session began. {how}",
-            servers.len(),
-            servers.join(", ")
-        )
+        self.first_starts.done()
     }
 
     /// Stops the upstreams.
@@ -956,7 +436,7 @@ async fn follow_upstreams(
         match event {
             Ok(UpstreamEvent::ToolsChanged { server, tools }) => {
                 // Also after a (re)start: its prompts and templates may have changed with it.
-                gateway.prompt_index.mark_stale();
+                gateway.calls.served.prompts_changed();
                 // Indexing is CPU work: off the async workers, which serve every session's I/O.
                 let indexing = gateway.clone();
                 let indexed =
@@ -972,21 +452,21 @@ async fn follow_upstreams(
                 if matches!(state, ServerState::Restarting { .. }) {
                     gateway.observer.metrics().restarted(&server);
                 }
-                gateway.prompt_index.mark_stale();
+                gateway.calls.served.prompts_changed();
                 if state.is_ready() {
                     gateway.passthrough.restore_upstream(&server).await;
                 }
             }
             Ok(UpstreamEvent::PromptsChanged { server }) => {
-                gateway.prompt_index.mark_stale();
-                gateway.notify_prompts_changed(&server).await;
+                gateway.calls.served.prompts_changed();
+                gateway.sessions.prompts_changed(&server).await;
             }
             Ok(UpstreamEvent::ResourcesChanged { server }) => {
-                gateway.prompt_index.mark_stale();
+                gateway.calls.served.prompts_changed();
                 gateway.passthrough.notify_resources_changed(&server).await;
             }
             Err(RecvError::Lagged(missed)) => {
-                gateway.prompt_index.mark_stale();
+                gateway.calls.served.prompts_changed();
                 tracing::warn!(missed, "missed upstream events; re-indexing every server");
                 let indexing = gateway.clone();
                 if let Err(e) = tokio::task::spawn_blocking(move || indexing.resync()).await {
@@ -1003,29 +483,10 @@ async fn follow_upstreams(
 /// startup timeout and a second have passed), after indexing the ready ones; then tells the
 /// sessions whose tool list that changed.
 async fn settle_first_starts(gateway: Weak<Gateway>) {
-    let (upstreams, limit) = match gateway.upgrade() {
-        Some(gateway) => (
-            gateway.upstreams.clone(),
-            Duration::from_secs(
-                gateway
-                    .config
-                    .supervisor
-                    .startup_timeout_secs
-                    .saturating_add(1),
-            ),
-        ),
-        None => return,
+    let Some(first_starts) = gateway.upgrade().map(|g| g.first_starts.clone()) else {
+        return;
     };
-    // The upstreams start concurrently, so waiting on them one after the other takes as long as
-    // the slowest.
-    let all = async {
-        for server in upstreams.servers() {
-            let _ = upstreams
-                .wait_for_state(&server, |s| !on_first_start(s))
-                .await;
-        }
-    };
-    let _ = tokio::time::timeout(limit, all).await;
+    first_starts.wait_for_upstreams().await;
     let Some(gateway) = gateway.upgrade() else {
         return;
     };
@@ -1034,116 +495,6 @@ async fn settle_first_starts(gateway: Weak<Gateway>) {
     if let Err(e) = tokio::task::spawn_blocking(move || indexing.resync()).await {
         tracing::error!(error = %e, "indexing the upstreams' tools failed");
     }
-    gateway.settled.send_replace(true);
-    let not_ready = gateway.status.not_ready();
-    let ready = gateway.upstreams.servers().len() - not_ready.len();
-    let tools = gateway.read_engine().catalog().len();
-    if not_ready.is_empty() {
-        tracing::info!(target: "upstream", "all {ready} upstreams ready: {tools} tools; tools/list now answers");
-    } else {
-        for (server, state) in &not_ready {
-            tracing::warn!(target: "upstream", server, %state, "not ready after its first start; serving the others");
-        }
-        tracing::info!(target: "upstream", "{ready} upstreams ready: {tools} tools; tools/list now answers");
-    }
+    first_starts.mark_settled(gateway.read_engine().catalog().len());
     gateway.notify_changed_sessions().await;
-}
-
-/// Acts on the other replicas' notices; ends with the gateway.
-async fn follow_notices(
-    gateway: Weak<Gateway>,
-    mut notices: tokio::sync::broadcast::Receiver<Notice>,
-) {
-    loop {
-        let notice = notices.recv().await;
-        let Some(gateway) = gateway.upgrade() else {
-            return;
-        };
-        match notice {
-            Ok(notice) => gateway.on_notice(notice).await,
-            Err(RecvError::Lagged(missed)) => {
-                tracing::warn!(missed, "missed notices of other replicas");
-            }
-            Err(RecvError::Closed) => return,
-        }
-    }
-}
-
-/// A server state as the `state` label of the metrics.
-pub(crate) fn state_label(state: &ServerState) -> &'static str {
-    match state {
-        ServerState::Starting { .. } => "starting",
-        ServerState::Ready => "ready",
-        ServerState::Restarting { .. } => "restarting",
-        ServerState::Failed { .. } => "failed",
-        ServerState::Stopped => "stopped",
-    }
-}
-
-/// A JSON value as a tool result: compact text (what models read) plus the same structure.
-fn json_result(value: Value, is_error: bool) -> CallToolResult {
-    let text = value.to_string();
-    let mut result = if is_error {
-        CallToolResult::error(vec![ContentBlock::text(text)])
-    } else {
-        CallToolResult::success(vec![ContentBlock::text(text)])
-    };
-    result.structured_content = Some(value);
-    result
-}
-
-/// A gateway error as a tool result the model can read.
-fn error_text(error: &GatewayError) -> CallToolResult {
-    json_result(serde_json::json!({ "error": error.to_string() }), true)
-}
-
-/// Arguments up to about this many bytes of JSON are checked against a tool's schema inline.
-const INLINE_ARGUMENT_BYTES: usize = 64 << 10;
-
-/// Whether `value` takes about `budget` bytes of JSON or fewer (strings and keys by their
-/// length, every other value as a few bytes); walks no more of it than that.
-fn json_within(value: &Value, budget: usize) -> bool {
-    let mut left = budget;
-    let mut pending = vec![value];
-    while let Some(value) = pending.pop() {
-        // Containers are charged a byte per member before any member is looked at.
-        let size = match value {
-            Value::String(text) => text.len() + 2,
-            Value::Array(items) => items.len() + 2,
-            Value::Object(map) => 3 * map.len() + 2,
-            _ => 8,
-        };
-        left = match left.checked_sub(size) {
-            Some(left) => left,
-            None => return false,
-        };
-        match value {
-            Value::Array(items) => pending.extend(items),
-            Value::Object(map) => {
-                for (key, item) in map {
-                    left = match left.checked_sub(key.len()) {
-                        Some(left) => left,
-                        None => return false,
-                    };
-                    pending.push(item);
-                }
-            }
-            _ => {}
-        }
-    }
-    true
-}
-
-#[cfg(test)]
-mod dispatch_cost_tests {
-    use super::*;
-
-    #[test]
-    fn json_within_counts_strings_keys_and_values() {
-        assert!(json_within(&serde_json::json!({"city": "Oslo"}), 64));
-        assert!(!json_within(&serde_json::json!({"x": "a".repeat(100)}), 64));
-        assert!(!json_within(&serde_json::json!([[["a".repeat(100)]]]), 64));
-        let wide: Vec<Value> = (0..100).map(Value::from).collect();
-        assert!(!json_within(&Value::Array(wide), 64));
-    }
 }

@@ -27,7 +27,8 @@ use tokio::sync::Semaphore;
 use crate::gateway::Gateway;
 use crate::listener_config::HttpConfig;
 use crate::rest::{self, Grant};
-use crate::shared::{InProcessMcpSessions, Notice, NoticeKind, SharedSessions};
+use crate::session::Sessions;
+use crate::shared::{InProcessMcpSessions, NoticeKind};
 
 /// The sessions of the HTTP listener: see the module's documentation.
 pub(crate) struct SessionOwners {
@@ -35,7 +36,8 @@ pub(crate) struct SessionOwners {
     /// rmcp's sessions: the ones with a connection here.
     manager: Arc<LocalSessionManager>,
     /// The owners of sessions other replicas opened, when replicas share sessions.
-    shared: Arc<dyn SharedSessions>,
+    /// The gateway's sessions, which know whether replicas share them, and the store.
+    sessions: Arc<Sessions>,
     /// In process, each session's `initialize`, for rmcp to bring a resting session back (with a
     /// shared store, the store keeps them).
     restorable: Option<Arc<InProcessMcpSessions>>,
@@ -221,7 +223,7 @@ impl SessionOwners {
         let owners = Arc::new(Self {
             book: Mutex::new(OwnerBook::default()),
             manager,
-            shared: gateway.sessions().store().clone(),
+            sessions: gateway.sessions().clone(),
             restorable,
             metrics: gateway.observer().metrics().clone(),
             gateway,
@@ -231,12 +233,16 @@ impl SessionOwners {
             rest_after: http.session_rest_after,
             idle_timeout: http.session_idle_timeout,
         });
-        if owners.shared.is_shared() {
-            tokio::spawn(close_ended_sessions(
-                Arc::downgrade(&owners),
-                owners.shared.notices(),
-            ));
-        }
+        // A session its client ended on another replica is closed here too.
+        let weak = Arc::downgrade(&owners);
+        owners.sessions.on_ended_elsewhere(Arc::new(move |id: String| {
+            if let Some(owners) = weak.upgrade() {
+                tokio::spawn(async move {
+                    tracing::debug!(session = %id, "closing an MCP session ended on another replica");
+                    owners.end_here(&id).await;
+                });
+            }
+        }));
         let shortest = owners
             .rest_after
             .map_or(owners.idle_timeout, |rest| rest.min(owners.idle_timeout));
@@ -310,14 +316,15 @@ impl SessionOwners {
             book.insert(id, owner.clone());
             match &owner {
                 // With a shared store, the store decides over the sessions of every replica.
-                Some(token) if !self.shared.is_shared() => {
+                Some(token) if !self.sessions.replicated() => {
                     book.over_limit(token, self.max_sessions_per_token)
                 }
                 _ => Vec::new(),
             }
         };
         let evicted = match self
-            .shared
+            .sessions
+            .store()
             .set_owner(id, owner.as_ref(), self.max_sessions_per_token)
             .await
         {
@@ -345,8 +352,13 @@ impl SessionOwners {
         self.metrics.sessions_evicted("token_limit", evicted.len());
         for old in evicted {
             self.end_here(&old).await;
-            if self.shared.is_shared() {
-                if let Err(e) = self.shared.tell(&old, NoticeKind::SessionEnded).await {
+            if self.sessions.replicated() {
+                if let Err(e) = self
+                    .sessions
+                    .store()
+                    .tell(&old, NoticeKind::SessionEnded)
+                    .await
+                {
                     tracing::warn!(error = %e, "replicas that restored an evicted MCP session keep it until it idles out");
                 }
             }
@@ -470,32 +482,6 @@ async fn tend_sessions(owners: Weak<SessionOwners>, every: Duration) {
     }
 }
 
-/// Closes the copies of MCP sessions that their client ended on another replica, so that a
-/// session ended anywhere is ended everywhere; ends with the listener.
-async fn close_ended_sessions(
-    owners: Weak<SessionOwners>,
-    mut notices: tokio::sync::broadcast::Receiver<Notice>,
-) {
-    loop {
-        let notice = match notices.recv().await {
-            Ok(notice) => notice,
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
-                tracing::warn!(missed, "missed notices of other replicas");
-                continue;
-            }
-            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-        };
-        let Some(owners) = owners.upgrade() else {
-            return;
-        };
-        if notice.kind != NoticeKind::SessionEnded {
-            continue;
-        }
-        tracing::debug!(session = %notice.session, "closing an MCP session ended on another replica");
-        owners.end_here(&notice.session).await;
-    }
-}
-
 /// Middleware of `/mcp`, after the token check: a request naming a session opened with another
 /// token (or with a token no longer configured) is answered as if the session did not exist; a
 /// new session is recorded with its token, within the token's share of sessions; a `GET` stream
@@ -513,8 +499,8 @@ pub(crate) async fn require_session_owner(
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let delete = request.method() == Method::DELETE;
-    if named.is_none() && request.method() == Method::POST && sessions.shared.is_shared() {
-        if let Err(e) = sessions.shared.check().await {
+    if named.is_none() && request.method() == Method::POST && sessions.sessions.replicated() {
+        if let Err(e) = sessions.sessions.store().check().await {
             tracing::error!(error = %e, "refused a new MCP session");
             return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response();
         }
@@ -525,17 +511,19 @@ pub(crate) async fn require_session_owner(
         let bound = match known {
             Some(bound) => bound,
             // Opened on another replica: its token is in the shared store.
-            None if sessions.shared.is_shared() => match sessions.shared.owner(id).await {
-                Ok(Some(bound)) => {
-                    sessions.lock().insert(id, bound.clone());
-                    bound
+            None if sessions.sessions.replicated() => {
+                match sessions.sessions.store().owner(id).await {
+                    Ok(Some(bound)) => {
+                        sessions.lock().insert(id, bound.clone());
+                        bound
+                    }
+                    Ok(None) => return unknown_session(),
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot check an MCP session's token");
+                        return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response();
+                    }
                 }
-                Ok(None) => return unknown_session(),
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot check an MCP session's token");
-                    return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response();
-                }
-            },
+            }
             // In process every session opened here is in the book until it ends: one that is
             // not never was, or has ended (and must not be brought back).
             None => return unknown_session(),
@@ -605,11 +593,16 @@ pub(crate) async fn require_session_owner(
             if let Some(restorable) = &sessions.restorable {
                 restorable.remove(&id);
             }
-            if sessions.shared.is_shared() {
-                if let Err(e) = sessions.shared.end_session(&id).await {
+            if sessions.sessions.replicated() {
+                if let Err(e) = sessions.sessions.store().end_session(&id).await {
                     tracing::warn!(error = %e, "an ended MCP session stays in the shared store until it expires");
                 }
-                if let Err(e) = sessions.shared.tell(&id, NoticeKind::SessionEnded).await {
+                if let Err(e) = sessions
+                    .sessions
+                    .store()
+                    .tell(&id, NoticeKind::SessionEnded)
+                    .await
+                {
                     tracing::warn!(error = %e, "replicas that restored an ended MCP session keep it until it idles out");
                 }
             }
@@ -625,11 +618,16 @@ pub(crate) async fn require_session_owner(
 /// Ends a session here, in the shared store and on every replica holding a copy.
 async fn end_everywhere(sessions: &SessionOwners, id: &str) {
     sessions.end_here(id).await;
-    if sessions.shared.is_shared() {
-        if let Err(e) = sessions.shared.end_session(id).await {
+    if sessions.sessions.replicated() {
+        if let Err(e) = sessions.sessions.store().end_session(id).await {
             tracing::warn!(error = %e, "an ended MCP session stays in the shared store until it expires");
         }
-        if let Err(e) = sessions.shared.tell(id, NoticeKind::SessionEnded).await {
+        if let Err(e) = sessions
+            .sessions
+            .store()
+            .tell(id, NoticeKind::SessionEnded)
+            .await
+        {
             tracing::warn!(error = %e, "replicas that restored an ended MCP session keep it until it idles out");
         }
     }
@@ -640,7 +638,7 @@ async fn end_everywhere(sessions: &SessionOwners, id: &str) {
 #[derive(Clone)]
 pub(crate) struct SessionsToClose {
     pub(crate) manager: Arc<LocalSessionManager>,
-    pub(crate) shared: Arc<dyn SharedSessions>,
+    pub(crate) sessions: Arc<Sessions>,
 }
 
 /// A `DELETE` that ended its session is answered 204 No Content. rmcp answers 202, which the
@@ -662,8 +660,8 @@ pub(crate) async fn session_closed_no_content(
         if let Some(id) = named {
             let here = sessions.manager.has_session(&id).await.unwrap_or(false);
             let elsewhere = here
-                || (sessions.shared.is_shared()
-                    && matches!(sessions.shared.owner(&id).await, Ok(Some(_))));
+                || (sessions.sessions.replicated()
+                    && matches!(sessions.sessions.store().owner(&id).await, Ok(Some(_))));
             if !elsewhere {
                 return unknown_session();
             }

@@ -44,7 +44,9 @@ pub mod rest;
 pub mod semantic;
 mod session;
 mod shared;
+mod startup;
 mod stdio;
+mod tools;
 pub mod upstream;
 
 pub use config::{

@@ -5,10 +5,10 @@
 
 use std::collections::VecDeque;
 use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 
-use toolsearch_core::disclosure::{ExposedTool, SessionSnapshot};
-use toolsearch_core::Scope;
+use toolsearch_core::disclosure::{Caller, Disclosure, ExposedTool, SessionSnapshot};
+use toolsearch_core::{Scope, SearchEngine};
 
 /// Answers kept: one per token scope and set of reveals in use; a session with reveals of its
 /// own takes an entry while it lists, and the oldest entry makes room.
@@ -68,6 +68,29 @@ pub struct Listings {
 }
 
 impl Listings {
+    /// A caller's tools/list answer as it stands: the tools of `scope` with the reveals kept
+    /// under `key`, computed once for every caller with the same catalog, scope and reveals.
+    pub fn answer(
+        &self,
+        disclosure: &Disclosure,
+        engine: &RwLock<SearchEngine>,
+        key: &str,
+        scope: Arc<Scope>,
+    ) -> Arc<Listing> {
+        let reveals = disclosure.session_snapshot(key);
+        let engine = engine.read().unwrap_or_else(|e| e.into_inner());
+        let version = engine.catalog().version();
+        if let Some(listing) = self.get(version, &scope, &reveals) {
+            return listing;
+        }
+        let tools = disclosure.visible_tools(Caller::new(key, &scope), &engine);
+        // Converting the tools needs no lock: indexing may go on meanwhile.
+        drop(engine);
+        let listing = Arc::new(Listing::new(&tools));
+        self.put(version, scope, reveals, listing.clone());
+        listing
+    }
+
     /// The answer computed for these inputs, if it is still kept.
     pub fn get(
         &self,

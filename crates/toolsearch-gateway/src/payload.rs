@@ -140,7 +140,7 @@ impl Surface {
     /// The surface of a gateway started with `config` (what `Gateway::start` builds).
     pub fn of_config(config: &GatewayConfig) -> Self {
         Self {
-            config: crate::gateway::disclosure_config(config),
+            config: config.disclosure_config(),
             served: served_tools(config),
         }
     }

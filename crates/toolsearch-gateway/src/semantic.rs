@@ -63,8 +63,8 @@ pub struct Semantic {
 /// Where the embedding thread finds vectors other replicas computed, and counts where each came
 /// from.
 pub struct VectorSources {
-    /// The store replicas share (in process: none to read).
-    pub shared: Arc<dyn SharedSessions>,
+    /// The store replicas share; `None` in process, with no other replica to read from.
+    pub shared: Option<Arc<dyn SharedSessions>>,
     /// To run the store's requests from the embedding thread.
     pub runtime: Option<tokio::runtime::Handle>,
     pub metrics: Metrics,
@@ -74,7 +74,7 @@ impl VectorSources {
     /// No other replica: vectors come from the disk cache or the model.
     pub fn in_process(metrics: Metrics) -> Self {
         Self {
-            shared: Arc::new(crate::shared::InProcess::default()),
+            shared: None,
             runtime: None,
             metrics,
         }
@@ -332,18 +332,14 @@ fn take_shared(
     cache: &mut VectorCache,
     sources: &VectorSources,
 ) -> usize {
-    let Some(runtime) = sources
-        .runtime
-        .as_ref()
-        .filter(|_| sources.shared.is_shared())
-    else {
+    let (Some(runtime), Some(shared)) = (&sources.runtime, &sources.shared) else {
         return 0;
     };
     if texts.is_empty() {
         return 0;
     }
     let keys: Vec<String> = texts.iter().map(|t| text_key(t)).collect();
-    let found = runtime.block_on(sources.shared.get_vectors(model.model_id(), &keys));
+    let found = runtime.block_on(shared.get_vectors(model.model_id(), &keys));
     let found = match found {
         Ok(found) => found,
         Err(error) => {
@@ -370,11 +366,7 @@ fn take_shared(
 
 /// Gives the other replicas the vectors of `texts` now in `cache`.
 fn give_shared(texts: &[&str], model: &dyn Embedder, cache: &VectorCache, sources: &VectorSources) {
-    let Some(runtime) = sources
-        .runtime
-        .as_ref()
-        .filter(|_| sources.shared.is_shared())
-    else {
+    let (Some(runtime), Some(shared)) = (&sources.runtime, &sources.shared) else {
         return;
     };
     let entries: Vec<(String, Vec<u8>)> = texts
@@ -387,7 +379,7 @@ fn give_shared(texts: &[&str], model: &dyn Embedder, cache: &VectorCache, source
             ))
         })
         .collect();
-    if let Err(error) = runtime.block_on(sources.shared.put_vectors(model.model_id(), entries)) {
+    if let Err(error) = runtime.block_on(shared.put_vectors(model.model_id(), entries)) {
         tracing::warn!(%error, "vectors not shared; other replicas embed these tools themselves");
     }
 }

@@ -5,7 +5,10 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use tokio::sync::broadcast;
+use tokio::sync::broadcast::error::RecvError;
 
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
@@ -15,7 +18,7 @@ use toolsearch_core::Scope;
 use crate::error::{GatewayError, Result};
 use crate::offload::{OffloadStore, StoredOutput};
 use crate::rest::TokenId;
-use crate::shared::{NoticeKind, SharedOutput, SharedSessions, SharedStateError};
+use crate::shared::{Notice, NoticeKind, SharedOutput, SharedSessions, SharedStateError};
 
 /// Who a downstream session belongs to, and so what it may see.
 #[derive(Debug, Clone, Default)]
@@ -81,7 +84,12 @@ pub(crate) struct Sessions {
     next: AtomicU64,
     /// Where sessions are kept between requests: this process, or a store shared by replicas.
     shared: Arc<dyn SharedSessions>,
+    /// What closes, on this replica, a session its client ended on another one (the listener's).
+    ended_elsewhere: Mutex<Option<EndedElsewhere>>,
 }
+
+/// Called with the `Mcp-Session-Id` of a session ended on another replica.
+pub(crate) type EndedElsewhere = Arc<dyn Fn(String) + Send + Sync>;
 
 impl Sessions {
     pub fn new(shared: Arc<dyn SharedSessions>) -> Self {
@@ -90,6 +98,7 @@ impl Sessions {
             named: Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
             shared,
+            ended_elsewhere: Mutex::new(None),
         }
     }
 
@@ -417,6 +426,95 @@ impl Sessions {
         }
     }
 
+    /// Tells the other replicas that a resource a session subscribed to changed.
+    pub async fn publish_updated(&self, session: &str, uri: String) {
+        if let Some(key) = self.shared_id(session) {
+            self.tell(&key, NoticeKind::ResourceUpdated { uri }).await;
+        }
+    }
+
+    /// Sends `notifications/tools/list_changed` to one session.
+    pub async fn tools_changed(&self, session: &str) {
+        if let Some(peer) = self.peer(session) {
+            if let Err(e) = peer.notify_tool_list_changed().await {
+                tracing::debug!(session, error = %e, "cannot send tools/list_changed");
+            }
+        }
+    }
+
+    /// Sends `notifications/prompts/list_changed` to every session that can be reached: an
+    /// upstream's prompts are the same for all of them (each re-lists within its own scope).
+    pub async fn prompts_changed(&self, server: &str) {
+        let peers = self.peers();
+        tracing::debug!(server, sessions = peers.len(), "prompts changed upstream");
+        for (session, peer) in peers {
+            if let Err(e) = peer.notify_prompt_list_changed().await {
+                tracing::debug!(session, error = %e, "cannot send prompts/list_changed");
+            }
+        }
+    }
+
+    /// Acts on the other replicas' notices, the one loop that reads them; ends with the sessions.
+    pub async fn follow_notices(
+        sessions: Weak<Sessions>,
+        mut notices: broadcast::Receiver<Notice>,
+    ) {
+        loop {
+            let notice = notices.recv().await;
+            let Some(sessions) = sessions.upgrade() else {
+                return;
+            };
+            match notice {
+                Ok(notice) => sessions.on_notice(notice).await,
+                Err(RecvError::Lagged(missed)) => {
+                    tracing::warn!(missed, "missed notices of other replicas");
+                }
+                Err(RecvError::Closed) => return,
+            }
+        }
+    }
+
+    /// Sets what closes here a session its client ended on another replica.
+    pub fn on_ended_elsewhere(&self, close: EndedElsewhere) {
+        *self
+            .ended_elsewhere
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(close);
+    }
+
+    /// Acts on another replica's notice: the sessions here named by it are notified, and one
+    /// its client ended is closed here too.
+    async fn on_notice(&self, notice: Notice) {
+        if notice.kind == NoticeKind::SessionEnded {
+            let close = self
+                .ended_elsewhere
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            if let Some(close) = close {
+                close(notice.session.clone());
+            }
+        }
+        let sessions = self.under_shared_id(&notice.session);
+        tracing::debug!(from = %notice.from, session = %notice.session, kind = ?notice.kind, here = sessions.len(), "notice of another replica");
+        for session in sessions {
+            match &notice.kind {
+                NoticeKind::ToolsChanged => self.tools_changed(&session).await,
+                // Closed above: the listener's closing of the MCP session ends this one.
+                NoticeKind::SessionEnded => {}
+                NoticeKind::ResourceUpdated { uri } => {
+                    if let Some(peer) = self.peer(&session) {
+                        let update =
+                            rmcp::model::ResourceUpdatedNotificationParam::new(uri.clone());
+                        if let Err(e) = peer.notify_resource_updated(update).await {
+                            tracing::debug!(session, error = %e, "cannot send resources/updated");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
     /// Whether other replicas may serve these sessions too.
     pub fn replicated(&self) -> bool {
         self.shared.is_shared()
@@ -521,5 +619,176 @@ mod tests {
         assert!(ended.resting);
         assert_eq!(ended.key, "mcp-9");
         assert!(!sessions.rest("s404"), "an unknown session does not rest");
+    }
+
+    /// A store other replicas would see: it keeps reveals and counts what was written.
+    #[derive(Default)]
+    struct Replicated {
+        reveals: Mutex<HashMap<String, SessionSnapshot>>,
+        saves: AtomicU64,
+        notices: Mutex<Option<broadcast::Sender<Notice>>>,
+    }
+
+    impl Replicated {
+        fn saves(&self) -> u64 {
+            self.saves.load(Ordering::Relaxed)
+        }
+
+        fn sender(&self) -> broadcast::Sender<Notice> {
+            self.notices
+                .lock()
+                .unwrap()
+                .get_or_insert_with(|| broadcast::channel(8).0)
+                .clone()
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl SharedSessions for Replicated {
+        fn kind(&self) -> &'static str {
+            "test"
+        }
+        fn is_shared(&self) -> bool {
+            true
+        }
+        fn is_up(&self) -> bool {
+            true
+        }
+        async fn check(&self) -> Result<(), SharedStateError> {
+            Ok(())
+        }
+        async fn load_reveals(
+            &self,
+            key: &str,
+        ) -> Result<Option<SessionSnapshot>, SharedStateError> {
+            Ok(self.reveals.lock().unwrap().get(key).cloned())
+        }
+        async fn save_reveals(
+            &self,
+            key: &str,
+            snapshot: &SessionSnapshot,
+        ) -> Result<(), SharedStateError> {
+            self.saves.fetch_add(1, Ordering::Relaxed);
+            self.reveals
+                .lock()
+                .unwrap()
+                .insert(key.to_string(), snapshot.clone());
+            Ok(())
+        }
+        async fn put_output(
+            &self,
+            _: &str,
+            _: &str,
+            _: &SharedOutput,
+        ) -> Result<(), SharedStateError> {
+            Ok(())
+        }
+        async fn get_output(
+            &self,
+            _: &str,
+            _: &str,
+        ) -> Result<Option<SharedOutput>, SharedStateError> {
+            Ok(None)
+        }
+        async fn set_owner(
+            &self,
+            _: &str,
+            _: Option<&TokenId>,
+            _: usize,
+        ) -> Result<Vec<String>, SharedStateError> {
+            Ok(Vec::new())
+        }
+        async fn owner(&self, _: &str) -> Result<Option<Option<TokenId>>, SharedStateError> {
+            Ok(None)
+        }
+        async fn end_session(&self, _: &str) -> Result<(), SharedStateError> {
+            Ok(())
+        }
+        async fn publish(&self, notice: &Notice) -> Result<(), SharedStateError> {
+            let _ = self.sender().send(notice.clone());
+            Ok(())
+        }
+        fn notices(&self) -> broadcast::Receiver<Notice> {
+            self.sender().subscribe()
+        }
+        fn replica(&self) -> &str {
+            "replica-a"
+        }
+    }
+
+    fn revealed(names: &[(&str, &str)]) -> SessionSnapshot {
+        SessionSnapshot {
+            revealed: names
+                .iter()
+                .map(|(server, name)| toolsearch_core::ToolId::new(*server, *name))
+                .collect(),
+            limit_set: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn reveals_are_read_from_and_written_back_to_a_shared_store_only_when_they_change() {
+        let store = Arc::new(Replicated::default());
+        let sessions = Sessions::new(store.clone());
+        let disclosure = Disclosure::new(Default::default()).unwrap();
+
+        // Another replica revealed a tool: loading brings it here.
+        store
+            .reveals
+            .lock()
+            .unwrap()
+            .insert("mcp-1".into(), revealed(&[("files", "read_file")]));
+        sessions.load_reveals("mcp-1", &disclosure).await.unwrap();
+        assert_eq!(
+            disclosure.session_snapshot("mcp-1"),
+            Some(revealed(&[("files", "read_file")]))
+        );
+
+        // A call that changes nothing writes nothing.
+        let before = sessions.reveals_before("mcp-1", &disclosure);
+        sessions
+            .save_reveals_if_changed("mcp-1", before, &disclosure)
+            .await
+            .unwrap();
+        assert_eq!(store.saves(), 0);
+
+        // A session that had no reveals yet writes its first ones.
+        let before = sessions.reveals_before("mcp-2", &disclosure);
+        assert!(before.is_some(), "shared reveals are watched");
+        disclosure.restore_session("mcp-2", revealed(&[("db", "query")]));
+        sessions
+            .save_reveals_if_changed("mcp-2", before, &disclosure)
+            .await
+            .unwrap();
+        assert_eq!(store.saves(), 1);
+        assert_eq!(
+            store.reveals.lock().unwrap().get("mcp-2"),
+            Some(&revealed(&[("db", "query")]))
+        );
+
+        // In process nothing is watched, read or written.
+        let local = self::sessions();
+        assert!(local.reveals_before("mcp-2", &disclosure).is_none());
+    }
+
+    #[tokio::test]
+    async fn one_loop_reads_the_notices_of_other_replicas() {
+        let store = Arc::new(Replicated::default());
+        let sessions = Arc::new(Sessions::new(store.clone()));
+        let (closed, mut closed_rx) = tokio::sync::mpsc::unbounded_channel();
+        sessions.on_ended_elsewhere(Arc::new(move |id: String| {
+            let _ = closed.send(id);
+        }));
+        tokio::spawn(Sessions::follow_notices(
+            Arc::downgrade(&sessions),
+            store.notices(),
+        ));
+        store.tell("mcp-7", NoticeKind::ToolsChanged).await.unwrap();
+        store.tell("mcp-7", NoticeKind::SessionEnded).await.unwrap();
+        let id = tokio::time::timeout(std::time::Duration::from_secs(10), closed_rx.recv())
+            .await
+            .expect("the listener is told within the time")
+            .expect("the channel stays open");
+        assert_eq!(id, "mcp-7", "only the ended session is closed");
     }
 }

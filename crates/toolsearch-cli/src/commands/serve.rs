@@ -313,7 +313,7 @@ async fn rest_only(args: ServeArgs) -> Result<()> {
     let engine = load_engine_with(
         catalog,
         args.format.as_deref(),
-        toolsearch_gateway::gateway::search_config(&config),
+        config.search_config(),
         config.catalog_policy(),
     )?;
     let tool_count = engine.catalog().len();

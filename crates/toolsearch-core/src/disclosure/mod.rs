@@ -566,9 +566,19 @@ impl Disclosure {
         }
     }
 
+    /// A served tool's arguments checked against its declaration before it is dispatched, as a
+    /// meta-tool's are before it runs.
+    fn check_served(&self, id: ServedId, arguments: &Value) -> Result<()> {
+        match self.served_decl(id) {
+            Some(decl) => decl.check_arguments(arguments),
+            None => Ok(()),
+        }
+    }
+
     /// Routes a tool call from the model, by the tool it names: meta-tools run here; `call_tool`
     /// is unpacked here (and only here); calls to catalog tools come back as [`Dispatch::Call`]
-    /// with validated arguments, calls to served tools as [`Dispatch::Served`].
+    /// with validated arguments, calls to served tools as [`Dispatch::Served`] with arguments checked against their
+    /// declaration.
     pub fn dispatch<'a>(
         &self,
         caller: impl Into<Caller<'a>>,
@@ -582,6 +592,7 @@ impl Disclosure {
                 let args: CallToolArgs = parse_arguments(CALL_TOOL, arguments)?;
                 let inner = args.arguments.map_or(Value::Null, Value::Object);
                 if let Some(Served::External(id)) = self.served_tool(&args.name) {
+                    self.check_served(id, &inner)?;
                     return Ok(Dispatch::Served {
                         id,
                         arguments: inner,
@@ -594,7 +605,10 @@ impl Disclosure {
             Some(Served::Meta(meta)) => self
                 .run_meta(caller, meta, arguments, engine)
                 .map(Dispatch::Meta),
-            Some(Served::External(id)) => Ok(Dispatch::Served { id, arguments }),
+            Some(Served::External(id)) => {
+                self.check_served(id, &arguments)?;
+                Ok(Dispatch::Served { id, arguments })
+            }
             None => {
                 let (tool, arguments) =
                     self.prepare_call_in(tool_name, arguments, engine, caller.scope)?;

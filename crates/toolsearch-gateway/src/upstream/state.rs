@@ -31,6 +31,17 @@ impl ServerState {
     pub fn is_ready(&self) -> bool {
         matches!(self, ServerState::Ready)
     }
+
+    /// One word for the state: the `state` label of the metrics and the console's.
+    pub fn label(&self) -> &'static str {
+        match self {
+            ServerState::Starting { .. } => "starting",
+            ServerState::Ready => "ready",
+            ServerState::Restarting { .. } => "restarting",
+            ServerState::Failed { .. } => "failed",
+            ServerState::Stopped => "stopped",
+        }
+    }
 }
 
 impl fmt::Display for ServerState {
