@@ -57,7 +57,7 @@ async fn metrics(State(gateway): State<Arc<Gateway>>, grant: Grant) -> Response 
             header::CONTENT_TYPE,
             "text/plain; version=0.0.4; charset=utf-8",
         )],
-        gateway.render_metrics(grant.scope()),
+        metrics_page(&gateway, grant.scope()),
     )
         .into_response()
 }
@@ -161,7 +161,7 @@ async fn upstreams(
             last_error,
             retry_in_ms,
             tools: gateway.upstreams().tool_count(&name),
-            prompts: gateway.prompt_count(&name).await,
+            prompts: gateway.served().prompt_count(&name).await,
             restarts: gateway.observer().metrics().restarts(&name),
             stderr_tail: gateway.upstreams().stderr_tail(&name),
             name,
@@ -354,4 +354,29 @@ async fn searches(
 ) -> Result<Json<Vec<crate::observe::SearchRecord>>, ApiError> {
     require_full_scope(&grant)?;
     Ok(Json(gateway.observer().recent_searches()))
+}
+
+/// The `/metrics` page: the counters, with the gauges of state read now; for a scoped
+/// caller, only the series of servers its scope reaches.
+fn metrics_page(gateway: &Gateway, scope: &Scope) -> String {
+    let metrics = gateway.observer().metrics();
+    for (server, state) in gateway.upstreams().states() {
+        metrics.upstream(
+            &server,
+            state.label(),
+            gateway.upstreams().tool_count(&server),
+        );
+    }
+    metrics.sessions(gateway.sessions().len());
+    let store = gateway.sessions().store();
+    metrics.state_store(store.kind(), store.is_up());
+    if let Some(store) = gateway.offload() {
+        let (outputs, bytes) = store.totals();
+        metrics.offloaded(outputs, bytes);
+    }
+    if scope.is_all() {
+        return metrics.render();
+    }
+    let engine = gateway.engine().read().unwrap_or_else(|e| e.into_inner());
+    metrics.render_servers(|server| crate::relay::scope_reaches_server(scope, &engine, server))
 }

@@ -1,9 +1,8 @@
-//! The gateway glue: the upstreams' tools indexed in one [`SearchEngine`], the core's
-//! [`Disclosure`] deciding what each downstream session sees, and tool calls routed back to the
-//! owning upstream. Each session has a scope for its lifetime: every tool over stdio, and over
-//! HTTP the scope of the API token that opened it (nothing until a token is bound).
+//! The gateway's composition: start-up (the parts below built and joined), and the loop that
+//! follows the upstreams. What a session sees is the core's [`Disclosure`] over one
+//! [`SearchEngine`]; sessions, calls, pass-through and indexing are types of their own.
 
-use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard, Weak};
+use std::sync::{Arc, RwLock, RwLockReadGuard, Weak};
 use std::time::Duration;
 
 use rmcp::model::{CallToolResult, ProgressToken};
@@ -12,17 +11,18 @@ use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 use toolsearch_core::disclosure::{Disclosure, ServerStatus};
-use toolsearch_core::{Preset, Scope, SearchEngine, Tool};
+use toolsearch_core::{Preset, SearchEngine};
 
 use crate::config::GatewayConfig;
 use crate::error::{GatewayError, Result};
+use crate::indexing::Indexer;
 use crate::listing::Listing;
 use crate::observe::Observer;
 use crate::offload::OffloadStore;
-use crate::passthrough::{unsubscribe_upstream, Passthrough};
+use crate::passthrough::Passthrough;
 use crate::rest::SharedEngine;
 use crate::semantic::Semantic;
-use crate::session::Sessions;
+use crate::session::{Kept, Sessions};
 use crate::startup::FirstStarts;
 use crate::tools::{ServedTools, ToolCalls};
 use crate::upstream::supervisor::{ServerState, UpstreamEvent, UpstreamManager};
@@ -45,6 +45,8 @@ pub struct Gateway {
     listings: crate::listing::Listings,
     /// The embedding model and the tools' vectors, filled in the background.
     semantic: Arc<Semantic>,
+    /// Keeps the engine in step with the upstreams' tool lists.
+    indexer: Indexer,
     /// Metrics and the last searches.
     observer: Arc<Observer>,
     /// Whether the upstreams' first starts have settled: a session's first tools/list waits.
@@ -74,15 +76,7 @@ impl Gateway {
         // Subscribe before reading the current tools so that no change falls in between.
         let events = upstreams.subscribe();
         let engine = Arc::new(RwLock::new(engine));
-        let shared = crate::shared::from_config(
-            &config.state,
-            crate::shared::Limits {
-                max_sessions: disclosure.config().max_sessions,
-                max_outputs_per_session: config.tool_search.offload.max_outputs_per_session,
-                max_bytes_per_session: config.tool_search.offload.max_bytes_per_session,
-            },
-        )
-        .map_err(|e| GatewayError::SharedState(Box::new(e)))?;
+        let shared = shared_store(&config, disclosure.config().max_sessions)?;
         let notices = shared.notices();
         let sessions = Arc::new(Sessions::new(shared));
         let observer = Arc::new(Observer::new());
@@ -108,6 +102,7 @@ impl Gateway {
             call_timeout: config.tool_search.call_timeout(),
         });
         let gateway = Arc::new(Self {
+            indexer: Indexer::new(engine.clone(), upstreams.clone(), semantic.clone()),
             sessions,
             passthrough,
             semantic,
@@ -121,7 +116,7 @@ impl Gateway {
             listings: crate::listing::Listings::default(),
             first_starts,
         });
-        gateway.resync();
+        gateway.indexer.resync_now();
         tokio::spawn(follow_upstreams(Arc::downgrade(&gateway), events));
         tokio::spawn(settle_first_starts(Arc::downgrade(&gateway)));
         tokio::spawn(Sessions::follow_notices(
@@ -129,20 +124,25 @@ impl Gateway {
             notices,
         ));
         if gateway.sessions.replicated() {
-            let weak = Arc::downgrade(&gateway);
-            gateway
-                .upstreams
-                .relay()
-                .forward_updates(Arc::new(move |session: &str, uri: &str| {
-                    if let Some(gateway) = weak.upgrade() {
-                        let (session, uri) = (session.to_string(), uri.to_string());
-                        tokio::spawn(async move {
-                            gateway.sessions.publish_updated(&session, uri).await
-                        });
-                    }
-                }));
+            gateway.publish_resource_updates();
         }
         Ok(gateway)
+    }
+
+    /// Resource updates an upstream sends here reach a subscriber whose stream another replica
+    /// holds.
+    fn publish_resource_updates(self: &Arc<Self>) {
+        let weak = Arc::downgrade(self);
+        self.upstreams
+            .relay()
+            .forward_updates(Arc::new(move |session: &str, uri: &str| {
+                if let Some(gateway) = weak.upgrade() {
+                    let (session, uri) = (session.to_string(), uri.to_string());
+                    let publish =
+                        async move { gateway.sessions.publish_updated(&session, uri).await };
+                    tokio::spawn(publish);
+                }
+            }));
     }
 
     pub fn config(&self) -> &GatewayConfig {
@@ -176,27 +176,6 @@ impl Gateway {
         &self.observer
     }
 
-    /// The `/metrics` page: the counters, with the gauges of state read now; for a scoped
-    /// caller, only the series of servers its scope reaches.
-    pub fn render_metrics(&self, scope: &Scope) -> String {
-        let metrics = self.observer.metrics();
-        for (server, state) in self.upstreams.states() {
-            metrics.upstream(&server, state.label(), self.upstreams.tool_count(&server));
-        }
-        metrics.sessions(self.sessions.len());
-        let store = self.sessions.store();
-        metrics.state_store(store.kind(), store.is_up());
-        if let Some(store) = self.calls.served.offload() {
-            let (outputs, bytes) = store.totals();
-            metrics.offloaded(outputs, bytes);
-        }
-        if scope.is_all() {
-            return metrics.render();
-        }
-        let engine = self.read_engine();
-        metrics.render_servers(|server| crate::relay::scope_reaches_server(scope, &engine, server))
-    }
-
     /// Where search by meaning stands (model, vectors ready).
     pub fn semantic(&self) -> &Arc<Semantic> {
         &self.semantic
@@ -211,38 +190,14 @@ impl Gateway {
         self.engine.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn write_engine(&self) -> RwLockWriteGuard<'_, SearchEngine> {
-        self.engine.write().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Re-indexes every server from the supervisor's current tool lists.
-    fn resync(&self) {
-        for server in self.upstreams.servers() {
-            match self.upstreams.server_tools(&server) {
-                Ok(tools) => self.index_server(&server, tools),
-                Err(e) => tracing::warn!(server, error = %e, "cannot read the server's tools"),
-            }
-        }
-    }
-
-    /// Replaces one server's tools in the index; the engine applies the catalog policy.
-    fn index_server(&self, server: &str, tools: Vec<Tool>) {
-        let count = tools.len();
-        let outcome = if tools.is_empty() {
-            self.write_engine().remove_server(server)
-        } else {
-            self.write_engine().replace_server(server, tools)
-        };
-        self.semantic.tools_changed();
-        match outcome {
-            Ok(()) => tracing::info!(server, tools = count, "indexed the server's tools"),
-            Err(e) => tracing::error!(server, error = %e, "cannot index the server's tools"),
-        }
-    }
-
     /// The downstream sessions.
     pub(crate) fn sessions(&self) -> &Arc<Sessions> {
         &self.sessions
+    }
+
+    /// The tools the gateway serves itself (large outputs, prompt search).
+    pub(crate) fn served(&self) -> &ServedTools {
+        &self.calls.served
     }
 
     /// Everything MCP carries besides tools.
@@ -250,75 +205,25 @@ impl Gateway {
         &self.passthrough
     }
 
-    /// Lets the session named `mcp_session_id` rest, when it holds nothing that must stay with
-    /// its connection (`Relay::holds_nothing`): once its connection is closed,
-    /// its reveals and stored outputs stay under its name for the connection that brings it
-    /// back. False (nothing changed) when it must stay as it is.
-    pub fn rest_session(&self, mcp_session_id: &str) -> bool {
-        let Some(session) = self.sessions.named(mcp_session_id) else {
-            return false;
-        };
-        self.upstreams.relay().holds_nothing(&session) && self.sessions.rest(&session)
-    }
-
-    /// Forgets what a resting session kept (its reveals and stored outputs): it ended without
-    /// coming back.
-    pub fn forget_rested(&self, mcp_session_id: &str) {
-        self.disclosure.end_session(mcp_session_id);
-        if let Some(store) = self.calls.served.offload() {
-            store.end_session(mcp_session_id);
+    /// What the sessions keep elsewhere, ended or kept with them.
+    pub(crate) fn kept(&self) -> Kept<'_> {
+        Kept {
+            disclosure: &self.disclosure,
+            offload: self.offload(),
+            upstreams: &self.upstreams,
+            engine: &self.engine,
         }
     }
 
     /// Remembers how to reach a session, for list_changed, and tells the relay which upstreams
     /// its scope reaches (their logs and requests go to no other session).
     pub fn attach_peer(&self, session: &str, peer: &Peer<RoleServer>) {
-        if !self.sessions.attach(session, peer) {
-            return;
-        }
-        let scope = self.sessions.scope(session);
-        let engine = self.engine.clone();
-        let reach: crate::relay::Reach = Arc::new(move |server: &str| {
-            scope.is_all()
-                || crate::relay::scope_reaches_server(
-                    &scope,
-                    &engine.read().unwrap_or_else(|e| e.into_inner()),
-                    server,
-                )
-        });
-        self.upstreams.relay().attach(session, peer, reach);
+        self.sessions.attach_reaching(session, peer, &self.kept());
     }
 
-    /// Forgets a session: its reveals and its peer.
+    /// Ends a session, and what it kept (`Sessions::end`).
     pub fn end_session(&self, session: &str) {
-        let ended = self.sessions.remove(session);
-        let orphaned = self.upstreams.relay().end_session(session);
-        if !orphaned.is_empty() {
-            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                let upstreams = self.upstreams.clone();
-                runtime.spawn(async move {
-                    for (server, uri) in orphaned {
-                        unsubscribe_upstream(&upstreams, &server, &uri).await;
-                    }
-                });
-            }
-        }
-        if ended.resting {
-            tracing::debug!(session, "session resting");
-            crate::memory::session_ended();
-            return;
-        }
-        // Its reveals and outputs are kept under its shared key; what the shared store holds
-        // stays for the replicas that go on serving it.
-        self.disclosure.end_session(&ended.key);
-        if let Some(store) = self.calls.served.offload() {
-            // A sessionless request's outputs belong to its token's shelf, which outlives it.
-            if !ended.sessionless {
-                store.end_session(&ended.key);
-            }
-        }
-        tracing::debug!(session, "session ended");
-        crate::memory::session_ended();
+        self.sessions.end(session, &self.kept());
     }
 
     /// What tools/list returns to this session: the tools of its scope, with its reveals (read
@@ -383,12 +288,6 @@ impl Gateway {
             .await
     }
 
-    /// How many prompts `server` offers, as last indexed; `None` when it offers none or was not
-    /// ready.
-    pub async fn prompt_count(&self, server: &str) -> Option<usize> {
-        self.calls.served.prompt_count(server).await
-    }
-
     /// After a catalog change: notifies the sessions whose tool list is now different.
     async fn notify_changed_sessions(&self) {
         let candidates = self.sessions.last_listed();
@@ -399,15 +298,12 @@ impl Gateway {
         }
     }
 
-    /// Waits until every upstream has finished its first start (ready, or failed and waiting to
-    /// retry), at most `limit`, so that the first tools/list already holds their tools. Returns
-    /// the servers that are not ready.
+    /// Waits at most `limit` for the upstreams' first starts; the servers not ready then.
     pub async fn wait_started(&self, limit: Duration) -> Vec<(String, ServerState)> {
         self.first_starts.wait(limit).await
     }
 
-    /// Waits until every upstream's first start has settled and the ready ones are indexed (at
-    /// most `supervisor.startupTimeoutSecs` and a second after the gateway started).
+    /// Waits until the upstreams' first starts settled and the ready ones are indexed.
     pub async fn first_starts_settled(&self) {
         self.first_starts.settled().await
     }
@@ -421,6 +317,21 @@ impl Gateway {
     pub async fn shutdown(&self) {
         self.upstreams.shutdown().await;
     }
+}
+
+/// Where sessions are kept between requests (`[state]`), bounded as the config says.
+fn shared_store(
+    config: &GatewayConfig,
+    max_sessions: usize,
+) -> Result<Arc<dyn crate::shared::SharedSessions>> {
+    let offload = &config.tool_search.offload;
+    let limits = crate::shared::Limits {
+        max_sessions,
+        max_outputs_per_session: offload.max_outputs_per_session,
+        max_bytes_per_session: offload.max_bytes_per_session,
+    };
+    crate::shared::from_config(&config.state, limits)
+        .map_err(|e| GatewayError::SharedState(Box::new(e)))
 }
 
 /// Keeps the index current as upstreams change; ends with the gateway.
@@ -437,14 +348,7 @@ async fn follow_upstreams(
             Ok(UpstreamEvent::ToolsChanged { server, tools }) => {
                 // Also after a (re)start: its prompts and templates may have changed with it.
                 gateway.calls.served.prompts_changed();
-                // Indexing is CPU work: off the async workers, which serve every session's I/O.
-                let indexing = gateway.clone();
-                let indexed =
-                    tokio::task::spawn_blocking(move || indexing.index_server(&server, tools))
-                        .await;
-                if let Err(e) = indexed {
-                    tracing::error!(error = %e, "indexing a server's tools failed");
-                }
+                gateway.indexer.index_server(server, tools).await;
                 gateway.notify_changed_sessions().await;
             }
             Ok(UpstreamEvent::StateChanged { server, state }) => {
@@ -468,10 +372,7 @@ async fn follow_upstreams(
             Err(RecvError::Lagged(missed)) => {
                 gateway.calls.served.prompts_changed();
                 tracing::warn!(missed, "missed upstream events; re-indexing every server");
-                let indexing = gateway.clone();
-                if let Err(e) = tokio::task::spawn_blocking(move || indexing.resync()).await {
-                    tracing::error!(error = %e, "re-indexing every server failed");
-                }
+                gateway.indexer.resync().await;
                 gateway.notify_changed_sessions().await;
             }
             Err(RecvError::Closed) => return,
@@ -491,10 +392,7 @@ async fn settle_first_starts(gateway: Weak<Gateway>) {
         return;
     };
     // The indexing task may not have run yet for a server that just became ready.
-    let indexing = gateway.clone();
-    if let Err(e) = tokio::task::spawn_blocking(move || indexing.resync()).await {
-        tracing::error!(error = %e, "indexing the upstreams' tools failed");
-    }
+    gateway.indexer.resync().await;
     first_starts.mark_settled(gateway.read_engine().catalog().len());
     gateway.notify_changed_sessions().await;
 }

@@ -391,7 +391,9 @@ impl SessionOwners {
     async fn end_here(&self, id: &str) {
         self.forget(id);
         self.close_here(id).await;
-        self.gateway.forget_rested(id);
+        self.gateway
+            .sessions()
+            .forget_rested(id, &self.gateway.kept());
         if let Some(restorable) = &self.restorable {
             restorable.remove(id);
         }
@@ -442,7 +444,10 @@ impl SessionOwners {
         }
         let mut rested = 0;
         for (id, done) in to_rest {
-            let rests = self.gateway.rest_session(&id);
+            let rests = self
+                .gateway
+                .sessions()
+                .rest_named(&id, &self.gateway.kept());
             if rests {
                 self.close_here(&id).await;
                 rested += 1;
@@ -507,61 +512,16 @@ pub(crate) async fn require_session_owner(
     }
     let mut in_progress = None;
     if let Some(id) = &named {
-        let known = sessions.lock().owner(id);
-        let bound = match known {
-            Some(bound) => bound,
-            // Opened on another replica: its token is in the shared store.
-            None if sessions.sessions.replicated() => {
-                match sessions.sessions.store().owner(id).await {
-                    Ok(Some(bound)) => {
-                        sessions.lock().insert(id, bound.clone());
-                        bound
-                    }
-                    Ok(None) => return unknown_session(),
-                    Err(e) => {
-                        tracing::error!(error = %e, "cannot check an MCP session's token");
-                        return (StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response();
-                    }
-                }
-            }
-            // In process every session opened here is in the book until it ends: one that is
-            // not never was, or has ended (and must not be brought back).
-            None => return unknown_session(),
-        };
-        if !sessions.tokens.knows(bound.as_ref()) {
-            tracing::info!("ending an MCP session whose token is no longer configured");
-            end_everywhere(&sessions, id).await;
-            return unknown_session();
-        }
-        if owner.as_ref() != Some(&bound) {
-            tracing::warn!(token = ?owner.flatten(), "refused a request on an MCP session opened with another token");
-            return unknown_session();
-        }
-        match sessions.begin(id).await {
-            Begun::Unknown => return unknown_session(),
-            Begun::Going(_, true) if delete => {
-                // Its connection is gone already: ending it is this replica's to do.
-                end_everywhere(&sessions, id).await;
-                return StatusCode::NO_CONTENT.into_response();
-            }
-            Begun::Going(guard, _) => in_progress = Some(guard),
+        match admit(&sessions, id, &owner, delete).await {
+            Ok(guard) => in_progress = Some(guard),
+            Err(refusal) => return refusal,
         }
     }
     let stream = match (&named, &owner) {
         (Some(_), Some(Some(token))) if request.method() == Method::GET => {
-            match sessions.hold_stream(token) {
-                Some(slot) => Some(slot),
-                None => {
-                    sessions.metrics.limit_refused("streams");
-                    tracing::debug!("GET stream refused: the token is at http.maxStreamsPerToken");
-                    return rest::at_limit(
-                        true,
-                        &format!(
-                            "this token already holds {} GET streams, its limit; close one (or end sessions it no longer uses) and retry (the operator can raise http.maxStreamsPerToken)",
-                            sessions.max_streams_per_token
-                        ),
-                    );
-                }
+            match stream_slot(&sessions, token) {
+                Ok(slot) => Some(slot),
+                Err(refusal) => return *refusal,
             }
         }
         _ => None,
@@ -589,23 +549,7 @@ pub(crate) async fn require_session_owner(
         }
         (Some(id), _) if delete && response.status().is_success() => {
             drop(in_progress.take());
-            sessions.forget(&id);
-            if let Some(restorable) = &sessions.restorable {
-                restorable.remove(&id);
-            }
-            if sessions.sessions.replicated() {
-                if let Err(e) = sessions.sessions.store().end_session(&id).await {
-                    tracing::warn!(error = %e, "an ended MCP session stays in the shared store until it expires");
-                }
-                if let Err(e) = sessions
-                    .sessions
-                    .store()
-                    .tell(&id, NoticeKind::SessionEnded)
-                    .await
-                {
-                    tracing::warn!(error = %e, "replicas that restored an ended MCP session keep it until it idles out");
-                }
-            }
+            closed_by_client(&sessions, &id).await;
         }
         _ => {}
     }
@@ -613,6 +557,95 @@ pub(crate) async fn require_session_owner(
         return response;
     }
     rest::hold_until_sent(response, (stream, in_progress))
+}
+
+/// Lets a request on the session `id` through when the token it carries (`owner`) opened the
+/// session, here or, with replicas, on another one; it then counts as in progress. Anything
+/// else is answered as a request on an unknown session (or 503 when the shared store cannot
+/// say). A `DELETE` of a session whose connection is gone ends it at once.
+async fn admit(
+    sessions: &Arc<SessionOwners>,
+    id: &str,
+    owner: &Option<Option<rest::TokenId>>,
+    delete: bool,
+) -> Result<InProgress, Response> {
+    let known = sessions.lock().owner(id);
+    let bound = match known {
+        Some(bound) => bound,
+        // Opened on another replica: its token is in the shared store.
+        None if sessions.sessions.replicated() => match sessions.sessions.store().owner(id).await {
+            Ok(Some(bound)) => {
+                sessions.lock().insert(id, bound.clone());
+                bound
+            }
+            Ok(None) => return Err(unknown_session()),
+            Err(e) => {
+                tracing::error!(error = %e, "cannot check an MCP session's token");
+                return Err((StatusCode::SERVICE_UNAVAILABLE, e.to_string()).into_response());
+            }
+        },
+        // In process every session opened here is in the book until it ends: one that is not
+        // never was, or has ended (and must not be brought back).
+        None => return Err(unknown_session()),
+    };
+    if !sessions.tokens.knows(bound.as_ref()) {
+        tracing::info!("ending an MCP session whose token is no longer configured");
+        end_everywhere(sessions, id).await;
+        return Err(unknown_session());
+    }
+    if owner.as_ref() != Some(&bound) {
+        tracing::warn!(token = ?owner.clone().flatten(), "refused a request on an MCP session opened with another token");
+        return Err(unknown_session());
+    }
+    match sessions.begin(id).await {
+        Begun::Unknown => Err(unknown_session()),
+        Begun::Going(_, true) if delete => {
+            // Its connection is gone already: ending it is this replica's to do.
+            end_everywhere(sessions, id).await;
+            Err(StatusCode::NO_CONTENT.into_response())
+        }
+        Begun::Going(guard, _) => Ok(guard),
+    }
+}
+
+/// One of the token's `GET` stream slots, or the 429 that says it holds all of them.
+fn stream_slot(
+    sessions: &Arc<SessionOwners>,
+    token: &rest::TokenId,
+) -> Result<StreamSlot, Box<Response>> {
+    sessions.hold_stream(token).ok_or_else(|| {
+        sessions.metrics.limit_refused("streams");
+        tracing::debug!("GET stream refused: the token is at http.maxStreamsPerToken");
+        Box::new(rest::at_limit(
+            true,
+            &format!(
+                "this token already holds {} GET streams, its limit; close one (or end sessions it no longer uses) and retry (the operator can raise http.maxStreamsPerToken)",
+                sessions.max_streams_per_token
+            ),
+        ))
+    })
+}
+
+/// A session its client ended with a `DELETE`: forgotten here, in the shared store, and on the
+/// replicas that restored it.
+async fn closed_by_client(sessions: &SessionOwners, id: &str) {
+    sessions.forget(id);
+    if let Some(restorable) = &sessions.restorable {
+        restorable.remove(id);
+    }
+    if sessions.sessions.replicated() {
+        if let Err(e) = sessions.sessions.store().end_session(id).await {
+            tracing::warn!(error = %e, "an ended MCP session stays in the shared store until it expires");
+        }
+        if let Err(e) = sessions
+            .sessions
+            .store()
+            .tell(id, NoticeKind::SessionEnded)
+            .await
+        {
+            tracing::warn!(error = %e, "replicas that restored an ended MCP session keep it until it idles out");
+        }
+    }
 }
 
 /// Ends a session here, in the shared store and on every replica holding a copy.

@@ -29,6 +29,7 @@ pub mod downstream;
 mod error;
 pub mod gateway;
 mod http_sessions;
+mod indexing;
 pub mod listener_config;
 mod listing;
 mod memory;

@@ -7,7 +7,7 @@
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult, Prompt,
     ReadResourceRequestParams, ReadResourceResult, Reference, Resource, ResourceTemplate,
-    SubscribeRequestParams, UnsubscribeRequestParams,
+    SubscribeRequestParams,
 };
 #[allow(deprecated)] // logging: still what 2025-11-25 clients and servers speak
 use rmcp::model::{LoggingLevel, SetLevelRequestParams};
@@ -366,7 +366,7 @@ impl Passthrough {
             .relay()
             .unsubscribe(&session.id, &server, &original)
         {
-            unsubscribe_upstream(&self.upstreams, &server, &original).await;
+            self.upstreams.unsubscribe(&server, &original).await;
         }
         Ok(())
     }
@@ -463,19 +463,6 @@ pub(crate) fn upstream_list<T>(
             tracing::warn!(server, "{method} timed out; its items are left out");
             None
         }
-    }
-}
-
-/// Ends the gateway's upstream subscription to a resource nobody follows any more.
-#[allow(deprecated)] // logging and resources/subscribe: still what 2025-11-25 servers speak
-pub(crate) async fn unsubscribe_upstream(upstreams: &UpstreamManager, server: &str, uri: &str) {
-    let Ok(peer) = upstreams.ready_peer(server) else {
-        return;
-    };
-    let done = peer.unsubscribe(UnsubscribeRequestParams::new(uri));
-    match tokio::time::timeout(upstreams.call_timeout(), done).await {
-        Ok(Ok(())) => tracing::debug!(server, uri, "upstream subscription ended"),
-        _ => tracing::debug!(server, uri, "cannot end an upstream subscription"),
     }
 }
 

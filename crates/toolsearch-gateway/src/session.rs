@@ -17,8 +17,9 @@ use toolsearch_core::Scope;
 
 use crate::error::{GatewayError, Result};
 use crate::offload::{OffloadStore, StoredOutput};
-use crate::rest::TokenId;
+use crate::rest::{SharedEngine, TokenId};
 use crate::shared::{Notice, NoticeKind, SharedOutput, SharedSessions, SharedStateError};
+use crate::upstream::supervisor::UpstreamManager;
 
 /// Who a downstream session belongs to, and so what it may see.
 #[derive(Debug, Clone, Default)]
@@ -74,6 +75,15 @@ pub(crate) struct Ended {
     pub sessionless: bool,
     /// It only rests: what it kept stays for the connection that brings it back.
     pub resting: bool,
+}
+
+/// What a session keeps outside [`Sessions`]: its reveals (the disclosure), its large outputs,
+/// its place in the relay (peer, subscriptions, calls), all ended or kept with it here.
+pub(crate) struct Kept<'a> {
+    pub disclosure: &'a Disclosure,
+    pub offload: Option<&'a OffloadStore>,
+    pub upstreams: &'a UpstreamManager,
+    pub engine: &'a SharedEngine,
 }
 
 /// Every downstream session of this gateway, and the store they are shared through.
@@ -262,6 +272,75 @@ impl Sessions {
         entry.attached = true;
         entry.peer.get_or_insert_with(|| peer.clone());
         true
+    }
+
+    /// Records how to reach a session (once) and tells the relay which upstreams its scope
+    /// reaches: their logs and requests go to no other session.
+    pub fn attach_reaching(&self, session: &str, peer: &Peer<RoleServer>, kept: &Kept<'_>) {
+        if !self.attach(session, peer) {
+            return;
+        }
+        let scope = self.scope(session);
+        let engine = kept.engine.clone();
+        let reach: crate::relay::Reach = Arc::new(move |server: &str| {
+            scope.is_all()
+                || crate::relay::scope_reaches_server(
+                    &scope,
+                    &engine.read().unwrap_or_else(|e| e.into_inner()),
+                    server,
+                )
+        });
+        kept.upstreams.relay().attach(session, peer, reach);
+    }
+
+    /// Ends a session: the one place that does. Its upstream subscriptions no other session
+    /// holds end too; its reveals and outputs end with it, unless it only rests (they stay under
+    /// its `Mcp-Session-Id` for the connection that brings it back) or it was one request of a
+    /// client without sessions (its outputs stay on its token's shelf). What the shared store
+    /// holds stays for the replicas that go on serving it.
+    pub fn end(&self, session: &str, kept: &Kept<'_>) {
+        let ended = self.remove(session);
+        let orphaned = kept.upstreams.relay().end_session(session);
+        if !orphaned.is_empty() {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let upstreams = kept.upstreams.clone();
+                runtime.spawn(async move {
+                    for (server, uri) in orphaned {
+                        upstreams.unsubscribe(&server, &uri).await;
+                    }
+                });
+            }
+        }
+        if ended.resting {
+            tracing::debug!(session, "session resting");
+        } else {
+            kept.disclosure.end_session(&ended.key);
+            if let (Some(store), false) = (kept.offload, ended.sessionless) {
+                store.end_session(&ended.key);
+            }
+            tracing::debug!(session, "session ended");
+        }
+        crate::memory::session_ended();
+    }
+
+    /// Lets the session named `mcp_session_id` rest when it holds nothing that must stay with
+    /// its connection (`Relay::holds_nothing`): once its connection is closed, its reveals and
+    /// stored outputs stay under its name for the connection that brings it back. False
+    /// (nothing changed) when it must stay as it is.
+    pub fn rest_named(&self, mcp_session_id: &str, kept: &Kept<'_>) -> bool {
+        let Some(session) = self.named(mcp_session_id) else {
+            return false;
+        };
+        kept.upstreams.relay().holds_nothing(&session) && self.rest(&session)
+    }
+
+    /// Forgets what a resting session kept (its reveals and stored outputs): it ended without
+    /// coming back.
+    pub fn forget_rested(&self, mcp_session_id: &str, kept: &Kept<'_>) {
+        kept.disclosure.end_session(mcp_session_id);
+        if let Some(store) = kept.offload {
+            store.end_session(mcp_session_id);
+        }
     }
 
     /// Remembers how to send a session notifications (from its `initialize`).

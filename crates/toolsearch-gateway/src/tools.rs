@@ -604,4 +604,66 @@ mod tests {
         let wide: Vec<Value> = (0..100).map(Value::from).collect();
         assert!(!json_within(&Value::Array(wide), 64));
     }
+
+    #[tokio::test]
+    async fn the_served_tools_are_one_table_the_disclosure_dispatches_by_id() {
+        use std::sync::RwLock;
+        use toolsearch_core::Scope;
+
+        let config = GatewayConfig::parse("", crate::config::Format::Toml, "gateway.toml").unwrap();
+        let upstreams = UpstreamManager::start(&config);
+        let mut disclosure = Disclosure::new(config.disclosure_config()).unwrap();
+        let served = ServedTools::register(&mut disclosure, &config, upstreams.clone());
+        for name in [
+            "read_large_output",
+            "search_large_output",
+            "query_large_output",
+            "search_prompts",
+            "get_prompt",
+        ] {
+            assert!(served.serves(name), "{name}");
+        }
+        assert!(!served.serves("search_tools"), "meta-tools are the core's");
+
+        let engine = SearchEngine::from_tools(Vec::new()).unwrap();
+        let sessions = Sessions::new(Arc::new(crate::shared::InProcess::default()));
+        let passthrough = Passthrough::new(upstreams, Arc::new(RwLock::new(engine)));
+        let session = SessionRef {
+            id: "s1".into(),
+            scope: Arc::new(Scope::all()),
+        };
+        let context = Context {
+            sessions: &sessions,
+            passthrough: &passthrough,
+        };
+        let engine = SearchEngine::from_tools(Vec::new()).unwrap();
+        let dispatched = disclosure
+            .dispatch(
+                "s1",
+                "read_large_output",
+                serde_json::json!({"handle": "out-9"}),
+                &engine,
+            )
+            .unwrap();
+        let Dispatch::Served { id, arguments } = dispatched else {
+            panic!("the large-output tool is served here: {dispatched:?}");
+        };
+        let result = served
+            .call(
+                id,
+                &session,
+                "s1",
+                context,
+                arguments,
+                CancellationToken::new(),
+            )
+            .await;
+        assert_eq!(result.is_error, Some(true));
+        let error = result.structured_content.unwrap()["error"].to_string();
+        assert!(error.contains("out-9"), "names the unknown handle: {error}");
+
+        // Arguments that do not fit never reach the table: the core refuses them.
+        let refused = disclosure.dispatch("s1", "search_prompts", serde_json::json!({}), &engine);
+        assert!(refused.is_err(), "{refused:?}");
+    }
 }

@@ -329,84 +329,110 @@ pub(crate) async fn connect(
                 }
                 cmd.current_dir(cwd);
             }
-            let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
-            #[cfg(unix)]
-            wrapped.wrap(process_wrap::tokio::ProcessGroup::leader());
-            let (child, stderr) =
-                ChildTransport::spawn(server, wrapped).map_err(|source| UpstreamError::Spawn {
-                    command: command.clone(),
-                    hint: spawn_hint(cwd.as_deref(), &source),
-                    source,
-                })?;
-            let pid = child.id();
-            if let Some(stderr) = stderr {
-                let tail = tail.clone();
-                let server = server.to_string();
-                tokio::spawn(async move {
-                    let mut lines = BufReader::new(stderr).lines();
-                    loop {
-                        match lines.next_line().await {
-                            Ok(Some(line)) => {
-                                tracing::info!(target: "upstream", server = %server, "{}", crate::error::clipped_long(&line));
-                                tail.push(line);
-                            }
-                            Ok(None) => break,
-                            Err(e) => {
-                                tracing::debug!(target: "upstream", server = %server, "stderr closed: {e}");
-                                break;
-                            }
-                        }
-                    }
-                });
-            }
-            tracing::info!(target: "upstream", server, pid, command = %command, "started stdio server");
-            match client.serve(child).await {
-                Ok(service) => Ok(Connection {
-                    service,
-                    pid,
-                    stderr: tail,
-                    http_calls: None,
-                }),
-                Err(source) => Err(UpstreamError::Handshake {
-                    command: command.clone(),
-                    source: Box::new(source),
-                }
-                .with_stderr(&tail)),
-            }
+            connect_stdio(client, command, cmd, cwd.as_deref(), tail).await
         }
         ServerTransport::StreamableHttp { url, headers } => {
-            let headers = header_map(headers)?;
-            let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
-                .custom_headers(headers)
-                .max_sse_event_size(wire::MAX_SSE_EVENT);
-            let http = wire::GuardedHttpClient::new(server).map_err(|source| {
-                UpstreamError::HttpClient {
-                    url: url.clone(),
-                    source,
-                }
-            })?;
-            let (hand_over, handed_over) = mpsc::unbounded_channel();
-            let calls = HttpCalls::new(server, http.clone(), hand_over, client.relay.clone());
-            let transport = HttpTransport::new(
-                StreamableHttpClientTransport::with_client(http, config),
-                handed_over,
-            );
-            match client.serve(transport).await {
-                Ok(service) => {
-                    tracing::info!(target: "upstream", server, url = %url, "connected to Streamable HTTP server");
-                    Ok(Connection {
-                        service,
-                        pid: None,
-                        stderr: StderrTail::default(),
-                        http_calls: Some(Arc::new(calls)),
-                    })
-                }
-                Err(source) => Err(UpstreamError::Connect {
-                    url: url.clone(),
-                    source: Box::new(source),
-                }),
+            connect_http(client, url, headers).await
+        }
+    }
+}
+
+/// Starts a stdio server from `cmd` (its environment and folder set) in a process group of its
+/// own, follows its stderr, and runs the MCP handshake over its stdin and stdout.
+async fn connect_stdio(
+    client: UpstreamClient,
+    command: &str,
+    cmd: tokio::process::Command,
+    cwd: Option<&std::path::Path>,
+    tail: StderrTail,
+) -> Result<Connection, UpstreamError> {
+    let server = client.server.clone();
+    let server: &str = &server;
+    let mut wrapped = process_wrap::tokio::CommandWrap::from(cmd);
+    #[cfg(unix)]
+    wrapped.wrap(process_wrap::tokio::ProcessGroup::leader());
+    let (child, stderr) =
+        ChildTransport::spawn(server, wrapped).map_err(|source| UpstreamError::Spawn {
+            command: command.to_string(),
+            hint: spawn_hint(cwd, &source),
+            source,
+        })?;
+    let pid = child.id();
+    if let Some(stderr) = stderr {
+        tokio::spawn(follow_stderr(server.to_string(), stderr, tail.clone()));
+    }
+    tracing::info!(target: "upstream", server, pid, command = %command, "started stdio server");
+    match client.serve(child).await {
+        Ok(service) => Ok(Connection {
+            service,
+            pid,
+            stderr: tail,
+            http_calls: None,
+        }),
+        Err(source) => Err(UpstreamError::Handshake {
+            command: command.to_string(),
+            source: Box::new(source),
+        }
+        .with_stderr(&tail)),
+    }
+}
+
+/// Logs a stdio server's stderr, line by line, and keeps its last lines for error messages.
+async fn follow_stderr(server: String, stderr: tokio::process::ChildStderr, tail: StderrTail) {
+    let mut lines = BufReader::new(stderr).lines();
+    loop {
+        match lines.next_line().await {
+            Ok(Some(line)) => {
+                tracing::info!(target: "upstream", server = %server, "{}", crate::error::clipped_long(&line));
+                tail.push(line);
+            }
+            Ok(None) => break,
+            Err(e) => {
+                tracing::debug!(target: "upstream", server = %server, "stderr closed: {e}");
+                break;
             }
         }
+    }
+}
+
+/// Reaches a Streamable HTTP server through the guarded client and runs the MCP handshake;
+/// its calls are then posted by the gateway itself ([`HttpCalls`]).
+async fn connect_http(
+    client: UpstreamClient,
+    url: &String,
+    headers: &BTreeMap<String, String>,
+) -> Result<Connection, UpstreamError> {
+    let server = client.server.clone();
+    let server: &str = &server;
+    let headers = header_map(headers)?;
+    let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+        .custom_headers(headers)
+        .max_sse_event_size(wire::MAX_SSE_EVENT);
+    let http =
+        wire::GuardedHttpClient::new(server).map_err(|source| UpstreamError::HttpClient {
+            url: url.clone(),
+            source,
+        })?;
+    let (hand_over, handed_over) = mpsc::unbounded_channel();
+    let calls = HttpCalls::new(server, http.clone(), hand_over, client.relay.clone());
+    let transport = HttpTransport::new(
+        StreamableHttpClientTransport::with_client(http, config),
+        handed_over,
+    );
+    match client.serve(transport).await {
+        Ok(service) => {
+            tracing::info!(target: "upstream", server, url = %url, "connected to Streamable HTTP server");
+            Ok(Connection {
+                service,
+                pid: None,
+                stderr: StderrTail::default(),
+                http_calls: Some(Arc::new(calls)),
+            })
+        }
+        Err(source) => Err(UpstreamError::Connect {
+            url: url.clone(),
+            source: Box::new(source),
+        }),
     }
 }
 

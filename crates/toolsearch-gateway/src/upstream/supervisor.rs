@@ -24,7 +24,7 @@ use toolsearch_core::{CatalogPolicy, Tool, ToolId};
 
 use crate::config::{GatewayConfig, ServerConfig, SupervisorConfig, Transport};
 use crate::error::{GatewayError, Result};
-use crate::relay::{CallOrigin, Relay};
+use crate::relay::{CallOrigin, InFlightGuard, Relay};
 use crate::upstream::connection::{
     self as upstream, Connection, Signal, StderrTail, UpstreamError,
 };
@@ -440,6 +440,20 @@ impl UpstreamManager {
     }
 
     /// Where upstream requests to clients, progress, logs and resource updates are routed.
+    /// Ends the gateway's subscription to a resource on `server` that no session follows any
+    /// more; a server that is down or does not answer keeps it (logged).
+    #[allow(deprecated)] // resources/unsubscribe: still what 2025-11-25 servers speak
+    pub async fn unsubscribe(&self, server: &str, uri: &str) {
+        let Ok(peer) = self.ready_peer(server) else {
+            return;
+        };
+        let done = peer.unsubscribe(rmcp::model::UnsubscribeRequestParams::new(uri));
+        match tokio::time::timeout(self.call_timeout(), done).await {
+            Ok(Ok(())) => tracing::debug!(server, uri, "upstream subscription ended"),
+            _ => tracing::debug!(server, uri, "cannot end an upstream subscription"),
+        }
+    }
+
     pub fn relay(&self) -> &Arc<Relay> {
         &self.inner.relay
     }
@@ -496,68 +510,21 @@ impl UpstreamManager {
         }
         tracing::debug!(target: "upstream", server, tool, "tools/call");
         let in_flight = origin.map(|origin| self.inner.relay.begin_call(server, origin));
-        let call = async {
-            // An HTTP server's call is posted by the gateway itself (see `http_calls`), unless
-            // its session says it is rmcp's to send.
-            if let Some((calls, prepared)) = http_calls
-                .as_ref()
-                .and_then(|calls| Some((calls, calls.prepare()?)))
-            {
-                if let Some(in_flight) = &in_flight {
-                    in_flight.set_upstream_token(prepared.progress_token());
-                }
-                // Dropped before the answer (timeout, cancellation): the upstream is told to stop.
-                let mut abandon = CancelOnDrop {
-                    peer: peer.clone(),
-                    id: Some(prepared.request_id()),
-                };
-                let posted = calls.call(prepared, params.clone()).await;
-                abandon.id = None;
-                match posted {
-                    Some(answer) => return answer,
-                    None => {
-                        tracing::debug!(target: "upstream", server, tool, "tools/call left to rmcp")
-                    }
-                }
-            }
-            let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-            let handle = peer
-                .send_request_with_option(request, PeerRequestOptions::no_options())
-                .await?;
-            if let Some(in_flight) = &in_flight {
-                in_flight.set_upstream_token(handle.progress_token.clone());
-            }
-            // Dropped before the answer (timeout, cancellation): the upstream is told to stop.
-            let mut abandon = CancelOnDrop {
-                peer: peer.clone(),
-                id: Some(handle.id.clone()),
-            };
-            let answer = handle.await_response().await;
-            abandon.id = None;
-            if origin.is_some_and(|o| o.progress_token.is_some()) {
-                // rmcp hands each notification to a task of its own and the answer straight to
-                // this one, which tends to run first: let the progress read before the answer
-                // reach the client before it. On the single-threaded runtime one yield is
-                // enough (this task resumes once every task that is ready has run, and passing
-                // a notification on never waits for I/O); each more costs a poll of the driver.
-                let yields = match tokio::runtime::Handle::current().runtime_flavor() {
-                    tokio::runtime::RuntimeFlavor::CurrentThread => 1,
-                    _ => 4,
-                };
-                for _ in 0..yields {
-                    tokio::task::yield_now().await;
-                }
-            }
-            answer
-        };
-        let call = tokio::time::timeout(timeout, call);
+        let waits_for_progress = origin.is_some_and(|o| o.progress_token.is_some());
+        let call = send_call(
+            &peer,
+            http_calls.as_deref(),
+            params,
+            in_flight.as_ref(),
+            waits_for_progress,
+        );
         let outcome = tokio::select! {
             biased;
             _ = cancel.cancelled() => return Err(GatewayError::CallCancelled {
                 server: server.to_string(),
                 tool: tool.to_string(),
             }),
-            outcome = call => outcome,
+            outcome = tokio::time::timeout(timeout, call) => outcome,
         };
         // Answered (a result or an MCP error): nothing more of this call can reach a client.
         if let (Some(in_flight), Ok(Ok(_) | Err(ServiceError::McpError(_)))) =
@@ -565,59 +532,15 @@ impl UpstreamManager {
         {
             in_flight.answered();
         }
-        match outcome {
-            Err(_) => Err(GatewayError::CallTimeout {
+        let Ok(answer) = outcome else {
+            return Err(GatewayError::CallTimeout {
                 server: server.to_string(),
                 tool: tool.to_string(),
                 timeout,
-            }),
-            Ok(Ok(ServerResult::CallToolResult(result))) => Ok(result),
-            Ok(Ok(_)) => Err(GatewayError::CallFailed {
-                server: server.to_string(),
-                tool: tool.to_string(),
-                message: "the server answered tools/call with another kind of result (an input_required or task result needs protocol 2026-07-28, which the gateway does not speak upstream)".into(),
-            }),
-            Ok(Err(ServiceError::McpError(error))) if crate::upstream::wire::is_refused_answer(&error) => {
-                Err(GatewayError::AnswerRefused {
-                    server: server.to_string(),
-                    tool: tool.to_string(),
-                    message: error.message.to_string(),
-                })
-            }
-            Ok(Err(ServiceError::McpError(error))) => Err(GatewayError::UpstreamRejected {
-                server: server.to_string(),
-                tool: tool.to_string(),
-                error: Box::new(error),
-            }),
-            Ok(Err(e)) => {
-                let message = service_error_text(&e);
-                // Restart only when the connection itself is gone. A Streamable HTTP server's
-                // failed post is that request's failure: its session ends (and is restarted)
-                // only when rmcp's transport closes, or when `http_calls` says it is gone.
-                let gone = match e {
-                    ServiceError::TransportClosed => true,
-                    ServiceError::TransportSend(_) => {
-                        http_calls.is_none() || peer.is_transport_closed()
-                    }
-                    _ => false,
-                };
-                if gone {
-                    let _ = slot.signals.send(Signal::ConnectionLost(format!(
-                        "the connection failed during a call: {message}"
-                    )));
-                    return Err(GatewayError::ConnectionLost {
-                        server: server.to_string(),
-                        tool: tool.to_string(),
-                        message,
-                    });
-                }
-                Err(GatewayError::CallFailed {
-                    server: server.to_string(),
-                    tool: tool.to_string(),
-                    message,
-                })
-            }
-        }
+            });
+        };
+        let posted_by_gateway = http_calls.is_some();
+        call_answer(slot, &peer, posted_by_gateway, server, tool, answer)
     }
 
     /// Stops every upstream (stdio servers are shut down) and waits for the supervisors to end.
@@ -639,6 +562,122 @@ fn service_error_text(error: &ServiceError) -> String {
     match error {
         ServiceError::TransportSend(failed) => format!("sending it failed: {}", failed.error),
         other => other.to_string(),
+    }
+}
+
+/// Sends one `tools/call` and waits for its answer. An HTTP server's call is posted by the
+/// gateway itself (see `upstream/http.rs`), unless its session says it is rmcp's to send; any
+/// other goes through rmcp's request handle. Either way a call dropped before its answer
+/// (timeout, cancellation) is cancelled upstream, and the upstream's progress token is given to
+/// the relay.
+async fn send_call(
+    peer: &Peer<RoleClient>,
+    http_calls: Option<&HttpCalls>,
+    params: CallToolRequestParams,
+    in_flight: Option<&InFlightGuard>,
+    waits_for_progress: bool,
+) -> std::result::Result<ServerResult, ServiceError> {
+    if let Some((calls, prepared)) = http_calls.and_then(|calls| Some((calls, calls.prepare()?))) {
+        if let Some(in_flight) = in_flight {
+            in_flight.set_upstream_token(prepared.progress_token());
+        }
+        let mut abandon = CancelOnDrop {
+            peer: peer.clone(),
+            id: Some(prepared.request_id()),
+        };
+        let posted = calls.call(prepared, params.clone()).await;
+        abandon.id = None;
+        match posted {
+            Some(answer) => return answer,
+            None => {
+                tracing::debug!(target: "upstream", tool = %params.name, "tools/call left to rmcp")
+            }
+        }
+    }
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let handle = peer
+        .send_request_with_option(request, PeerRequestOptions::no_options())
+        .await?;
+    if let Some(in_flight) = in_flight {
+        in_flight.set_upstream_token(handle.progress_token.clone());
+    }
+    let mut abandon = CancelOnDrop {
+        peer: peer.clone(),
+        id: Some(handle.id.clone()),
+    };
+    let answer = handle.await_response().await;
+    abandon.id = None;
+    if waits_for_progress {
+        // rmcp hands each notification to a task of its own and the answer straight to this
+        // one, which tends to run first: let the progress read before the answer reach the
+        // client before it. On the single-threaded runtime one yield is enough (this task
+        // resumes once every task that is ready has run, and passing a notification on never
+        // waits for I/O); each more costs a poll of the driver.
+        let yields = match tokio::runtime::Handle::current().runtime_flavor() {
+            tokio::runtime::RuntimeFlavor::CurrentThread => 1,
+            _ => 4,
+        };
+        for _ in 0..yields {
+            tokio::task::yield_now().await;
+        }
+    }
+    answer
+}
+
+/// What a `tools/call` answer means for the caller: its result, or the error that says why
+/// there is none. A connection that is gone (not one failed post of an HTTP server the gateway
+/// posts to itself, whose session ends only when rmcp's transport closes) restarts the server.
+fn call_answer(
+    slot: &Slot,
+    peer: &Peer<RoleClient>,
+    posted_by_gateway: bool,
+    server: &str,
+    tool: &str,
+    answer: std::result::Result<ServerResult, ServiceError>,
+) -> Result<CallToolResult> {
+    let (server, tool) = (server.to_string(), tool.to_string());
+    match answer {
+        Ok(ServerResult::CallToolResult(result)) => Ok(result),
+        Ok(_) => Err(GatewayError::CallFailed {
+            server,
+            tool,
+            message: "the server answered tools/call with another kind of result (an input_required or task result needs protocol 2026-07-28, which the gateway does not speak upstream)".into(),
+        }),
+        Err(ServiceError::McpError(error)) if crate::upstream::wire::is_refused_answer(&error) => {
+            Err(GatewayError::AnswerRefused {
+                server,
+                tool,
+                message: error.message.to_string(),
+            })
+        }
+        Err(ServiceError::McpError(error)) => Err(GatewayError::UpstreamRejected {
+            server,
+            tool,
+            error: Box::new(error),
+        }),
+        Err(e) => {
+            let message = service_error_text(&e);
+            let gone = match e {
+                ServiceError::TransportClosed => true,
+                ServiceError::TransportSend(_) => !posted_by_gateway || peer.is_transport_closed(),
+                _ => false,
+            };
+            if !gone {
+                return Err(GatewayError::CallFailed {
+                    server,
+                    tool,
+                    message,
+                });
+            }
+            let _ = slot.signals.send(Signal::ConnectionLost(format!(
+                "the connection failed during a call: {message}"
+            )));
+            Err(GatewayError::ConnectionLost {
+                server,
+                tool,
+                message,
+            })
+        }
     }
 }
 
