@@ -1028,7 +1028,16 @@ impl GatewayConfig {
         }
     }
 
+    /// The first problem of the file's values (the key and why), in the order a reader meets them.
     fn validate(&self) -> Result<(), (String, String)> {
+        self.validate_tool_search()?;
+        self.validate_categories()?;
+        self.validate_rest()?;
+        self.validate_supervisor()?;
+        self.validate_servers()
+    }
+
+    fn validate_tool_search(&self) -> Result<(), (String, String)> {
         let ts = &self.tool_search;
         if ts.separator.is_empty() {
             return Err((
@@ -1074,6 +1083,10 @@ impl GatewayConfig {
                 }
             }
         }
+        Ok(())
+    }
+
+    fn validate_categories(&self) -> Result<(), (String, String)> {
         let mut ids = std::collections::HashSet::new();
         for (i, def) in self.categories.iter().enumerate() {
             let key = format!("categories[{i}]");
@@ -1087,6 +1100,10 @@ impl GatewayConfig {
                 ));
             }
         }
+        Ok(())
+    }
+
+    fn validate_rest(&self) -> Result<(), (String, String)> {
         for (i, token) in self.rest.api_tokens.iter().enumerate() {
             if !usable_token(token) {
                 return Err((
@@ -1137,6 +1154,10 @@ impl GatewayConfig {
                 "is 0, which would reject every request; the default is 65536".into(),
             ));
         }
+        Ok(())
+    }
+
+    fn validate_supervisor(&self) -> Result<(), (String, String)> {
         let sup = &self.supervisor;
         if sup.initial_backoff_ms == 0 {
             return Err((
@@ -1159,6 +1180,11 @@ impl GatewayConfig {
                 "is 0; give a timeout in seconds (the default is 60)".into(),
             ));
         }
+        Ok(())
+    }
+
+    fn validate_servers(&self) -> Result<(), (String, String)> {
+        let ts = &self.tool_search;
         for (name, server) in self.mcp_servers.iter() {
             let key = format!("mcpServers.{name}");
             if name.is_empty() {

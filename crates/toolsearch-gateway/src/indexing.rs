@@ -3,7 +3,9 @@
 //! and the async workers serve every session's I/O). The model is told, so that the new tools
 //! get their vectors in the background.
 
-use std::sync::{Arc, RwLockWriteGuard};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, Mutex, RwLockWriteGuard};
 
 use toolsearch_core::{SearchEngine, Tool};
 
@@ -17,6 +19,10 @@ pub(crate) struct Indexer {
     engine: SharedEngine,
     upstreams: UpstreamManager,
     semantic: Arc<Semantic>,
+    /// A fingerprint of each server's tool list as last indexed: the same list again (a resync
+    /// after the first starts, a restart that lists the same tools) changes nothing, and the
+    /// tools keep their vectors.
+    indexed: Arc<Mutex<HashMap<String, u64>>>,
 }
 
 impl Indexer {
@@ -25,6 +31,7 @@ impl Indexer {
             engine,
             upstreams,
             semantic,
+            indexed: Arc::default(),
         }
     }
 
@@ -63,6 +70,15 @@ impl Indexer {
 
     /// Replaces one server's tools in the index; the engine applies the catalog policy.
     fn index_server_now(&self, server: &str, tools: Vec<Tool>) {
+        let fingerprint = fingerprint(&tools);
+        {
+            let mut indexed = self.indexed.lock().unwrap_or_else(|e| e.into_inner());
+            if indexed.get(server) == Some(&fingerprint) {
+                tracing::debug!(server, "the server's tools are unchanged");
+                return;
+            }
+            indexed.insert(server.to_string(), fingerprint);
+        }
         let count = tools.len();
         let outcome = if tools.is_empty() {
             self.write_engine().remove_server(server)
@@ -75,4 +91,17 @@ impl Indexer {
             Err(e) => tracing::error!(server, error = %e, "cannot index the server's tools"),
         }
     }
+}
+
+/// A hash of a tool list as the server gave it (names, descriptions, schemas, annotations).
+fn fingerprint(tools: &[Tool]) -> u64 {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    for tool in tools {
+        // A tool always serializes; were it not to, its name alone still tells lists apart.
+        match serde_json::to_string(tool) {
+            Ok(text) => text.hash(&mut hasher),
+            Err(_) => tool.name.hash(&mut hasher),
+        }
+    }
+    hasher.finish()
 }

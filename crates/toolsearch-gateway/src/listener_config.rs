@@ -236,20 +236,7 @@ impl TryFrom<HttpConfigFile> for HttpConfig {
                 ));
             }
         }
-        for host in &file.allowed_hosts {
-            if host != "*" && parse_authority(host).is_none() {
-                return Err(format!(
-                    "http.allowedHosts: `{host}` is not a host name; write `name` or `name:port` (e.g. `tools.example.com`), or `*` for any"
-                ));
-            }
-        }
-        for origin in &file.allowed_origins {
-            if origin != "*" && parse_origin(origin).is_none() {
-                return Err(format!(
-                    "http.allowedOrigins: `{origin}` is not an origin; write `scheme://host[:port]` (e.g. `https://agent.example.com`), or `*` for any"
-                ));
-            }
-        }
+        check_allowed(&file.allowed_hosts, &file.allowed_origins)?;
         Ok(Self {
             header_read_timeout: Duration::from_secs(file.header_read_timeout_secs),
             body_read_timeout: Duration::from_secs(file.body_read_timeout_secs),
@@ -265,6 +252,26 @@ impl TryFrom<HttpConfigFile> for HttpConfig {
             allowed_origins: file.allowed_origins,
         })
     }
+}
+
+/// Every `allowedHosts` entry is a host (`name` or `name:port`) and every `allowedOrigins` entry
+/// an origin, or `*`.
+fn check_allowed(hosts: &[String], origins: &[String]) -> Result<(), String> {
+    for host in hosts {
+        if host != "*" && parse_authority(host).is_none() {
+            return Err(format!(
+                "http.allowedHosts: `{host}` is not a host name; write `name` or `name:port` (e.g. `tools.example.com`), or `*` for any"
+            ));
+        }
+    }
+    for origin in origins {
+        if origin != "*" && parse_origin(origin).is_none() {
+            return Err(format!(
+                "http.allowedOrigins: `{origin}` is not an origin; write `scheme://host[:port]` (e.g. `https://agent.example.com`), or `*` for any"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Why a request's `Host` or `Origin` was refused.

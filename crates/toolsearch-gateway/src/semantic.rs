@@ -177,15 +177,7 @@ fn run(
             return;
         }
     };
-    let model_id = model.model_id().to_string();
-    let (mut cache, _) = match VectorCache::default_path(&model_id) {
-        Some(path) => VectorCache::open(path, &model_id, model.dimensions()),
-        None => VectorCache::open(
-            std::env::temp_dir().join(format!("toolsearch-vectors-{}.bin", std::process::id())),
-            &model_id,
-            model.dimensions(),
-        ),
-    };
+    let mut cache = open_cache(model.as_ref());
     {
         let Some(semantic) = weak.upgrade() else {
             return;
@@ -197,39 +189,18 @@ fn run(
             .set_embedder(Some(model.clone()));
         semantic.set_phase(SemanticPhase::Embedding);
     }
+    let mut announced = false;
     loop {
         let Some(semantic) = weak.upgrade() else {
             return;
         };
-        let started = Instant::now();
-        let embedded = embed_pending(&semantic.engine, model.as_ref(), &mut cache, &sources);
-        if let Err(error) = cache.save() {
-            tracing::warn!(%error, "the vector cache was not saved; tools will be embedded again after a restart");
-        }
-        match embedded {
-            Ok(stats) => {
-                sources
-                    .metrics
-                    .tool_vectors(stats.embedded, stats.cached, stats.shared);
-                let status = semantic.status();
-                semantic.set_phase(SemanticPhase::Ready);
-                if stats.cached + stats.shared + stats.embedded > 0 {
-                    tracing::info!(
-                        model = %model_id,
-                        tools = status.vectors.total,
-                        from_cache = stats.cached,
-                        from_replicas = stats.shared,
-                        embedded = stats.embedded,
-                        elapsed_ms = started.elapsed().as_millis() as u64,
-                        "hybrid search ready: every tool has its vector"
-                    );
-                }
-            }
-            Err(error) => {
-                tracing::warn!(%error, "embedding tools failed; search stays hybrid over the tools embedded so far");
-                semantic.set_phase(SemanticPhase::Ready);
-            }
-        }
+        catch_up(
+            &semantic,
+            model.as_ref(),
+            &mut cache,
+            &sources,
+            &mut announced,
+        );
         drop(semantic);
         // Sleeps until a server's tools change; ends when the gateway is gone.
         if wake.recv().is_err() {
@@ -239,6 +210,73 @@ fn run(
         if let Some(semantic) = weak.upgrade() {
             semantic.set_phase(SemanticPhase::Embedding);
         }
+    }
+}
+
+/// The model's vector cache on disk (in the temporary folder when the user has no cache folder).
+fn open_cache(model: &dyn Embedder) -> VectorCache {
+    let model_id = model.model_id();
+    let path = VectorCache::default_path(model_id).unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("toolsearch-vectors-{}.bin", std::process::id()))
+    });
+    VectorCache::open(path, model_id, model.dimensions()).0
+}
+
+/// Gives every tool without a vector its vector (from the cache, the other replicas or the
+/// model) and saves the cache. The first time every tool has its vector is announced; later
+/// rounds (a server re-listed, a late one joining) are logged at debug level, so that the log
+/// says "ready" once.
+fn catch_up(
+    semantic: &Semantic,
+    model: &dyn Embedder,
+    cache: &mut VectorCache,
+    sources: &VectorSources,
+    announced: &mut bool,
+) {
+    let started = Instant::now();
+    let embedded = embed_pending(&semantic.engine, model, cache, sources);
+    if let Err(error) = cache.save() {
+        tracing::warn!(%error, "the vector cache was not saved; tools will be embedded again after a restart");
+    }
+    let stats = match embedded {
+        Ok(stats) => stats,
+        Err(error) => {
+            tracing::warn!(%error, "embedding tools failed; search stays hybrid over the tools embedded so far");
+            semantic.set_phase(SemanticPhase::Ready);
+            return;
+        }
+    };
+    sources
+        .metrics
+        .tool_vectors(stats.embedded, stats.cached, stats.shared);
+    let status = semantic.status();
+    semantic.set_phase(SemanticPhase::Ready);
+    if stats.cached + stats.shared + stats.embedded == 0 {
+        return;
+    }
+    let (tools, elapsed_ms) = (status.vectors.total, started.elapsed().as_millis() as u64);
+    let (model, from_cache, from_replicas) = (model.model_id(), stats.cached, stats.shared);
+    if *announced {
+        tracing::debug!(
+            model,
+            tools,
+            from_cache,
+            from_replicas,
+            embedded = stats.embedded,
+            elapsed_ms,
+            "tool vectors up to date"
+        );
+    } else {
+        *announced = true;
+        tracing::info!(
+            model,
+            tools,
+            from_cache,
+            from_replicas,
+            embedded = stats.embedded,
+            elapsed_ms,
+            "hybrid search ready: every tool has its vector"
+        );
     }
 }
 

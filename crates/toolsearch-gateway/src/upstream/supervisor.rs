@@ -742,16 +742,7 @@ async fn supervise(
         let last_error = match started {
             Ok((connection, raw)) => {
                 let up_since = Instant::now();
-                inner.publish_tools(&slot, raw);
-                *write(&slot.live) = Some(Live {
-                    peer: connection.service.peer().clone(),
-                    pid: connection.pid,
-                    http_calls: connection.http_calls.clone(),
-                });
-                inner.set_state(&slot, ServerState::Ready);
-                let ended = run_connected(&inner, &slot, connection, &mut signals).await;
-                *write(&slot.live) = None;
-                match ended {
+                match serve_connected(&inner, &slot, connection, raw, &mut signals).await {
                     Ended::Shutdown => break,
                     Ended::Lost(why) => {
                         // A server that stayed up longer than the longest delay starts afresh.
@@ -775,16 +766,7 @@ async fn supervise(
                 },
             );
             // Stay failed until asked to restart or to shut down.
-            loop {
-                tokio::select! {
-                    _ = shutdown.cancelled() => break,
-                    signal = signals.recv() => match signal {
-                        Some(Signal::RestartNow) => break,
-                        Some(_) => continue,
-                        None => break,
-                    },
-                }
-            }
+            wait_for_restart(&shutdown, &mut signals, None).await;
             if shutdown.is_cancelled() {
                 break;
             }
@@ -800,23 +782,59 @@ async fn supervise(
                 retry_in,
             },
         );
-        let sleep = tokio::time::sleep(retry_in);
-        tokio::pin!(sleep);
-        loop {
-            tokio::select! {
-                _ = shutdown.cancelled() => break,
-                _ = &mut sleep => break,
-                signal = signals.recv() => match signal {
-                    Some(Signal::RestartNow) | None => break,
-                    Some(_) => continue,
-                },
-            }
-        }
+        wait_for_restart(&shutdown, &mut signals, Some(retry_in)).await;
         if shutdown.is_cancelled() {
             break;
         }
     }
     inner.set_state(&slot, ServerState::Stopped);
+}
+
+/// A started server, ready: its tools published and its connection live until it is lost or
+/// the gateway shuts down.
+async fn serve_connected(
+    inner: &Arc<Inner>,
+    slot: &Arc<Slot>,
+    connection: Connection,
+    raw: Vec<rmcp::model::Tool>,
+    signals: &mut mpsc::UnboundedReceiver<Signal>,
+) -> Ended {
+    inner.publish_tools(slot, raw);
+    *write(&slot.live) = Some(Live {
+        peer: connection.service.peer().clone(),
+        pid: connection.pid,
+        http_calls: connection.http_calls.clone(),
+    });
+    inner.set_state(slot, ServerState::Ready);
+    let ended = run_connected(inner, slot, connection, signals).await;
+    *write(&slot.live) = None;
+    ended
+}
+
+/// Waits until the next start is due: `delay` has passed (when there is one), a restart was
+/// asked for, or the gateway shuts down.
+async fn wait_for_restart(
+    shutdown: &CancellationToken,
+    signals: &mut mpsc::UnboundedReceiver<Signal>,
+    delay: Option<Duration>,
+) {
+    let sleep = async {
+        match delay {
+            Some(delay) => tokio::time::sleep(delay).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(sleep);
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            _ = &mut sleep => break,
+            signal = signals.recv() => match signal {
+                Some(Signal::RestartNow) | None => break,
+                Some(_) => continue,
+            },
+        }
+    }
 }
 
 /// Connects and fetches the first tool list, within `timeout`.
