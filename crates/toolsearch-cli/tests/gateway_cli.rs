@@ -767,7 +767,7 @@ fn prompts_list_changed_session(transport: Transport) {
         !before.contains(&"notes___farewell".to_string()),
         "{before:?}"
     );
-    let before = &step(&report, 1)["structured"]["results"];
+    let before = &step(&report, 1)["structured"]["tools"];
     assert_eq!(before, &json!([]), "not there yet: {before}");
     assert_eq!(step(&report, 2)["text"], "added", "{}", step(&report, 2));
     assert!(step(&report, 3)["prompts_changed"].as_u64() >= Some(1));
@@ -780,7 +780,7 @@ fn prompts_list_changed_session(transport: Transport) {
         step(&report, 5)
     );
     // search_prompts re-reads the upstreams after their prompts changed.
-    let found = &step(&report, 6)["structured"]["results"][0];
+    let found = &step(&report, 6)["structured"]["tools"][0];
     assert_eq!(found["name"], "notes___farewell", "{}", step(&report, 6));
 }
 

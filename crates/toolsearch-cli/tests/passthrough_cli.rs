@@ -392,9 +392,10 @@ fn prompt_search_session(transport: Transport) {
         "{listed:?}"
     );
 
-    let found = &step(&report, 1)["structured"]["results"];
+    // The answer is the search contract's, as search_tools writes it.
+    let found = &step(&report, 1)["structured"]["tools"];
     let first = &found[0];
-    assert_eq!(first["kind"], "prompt", "{found}");
+    assert_eq!(first["tags"], json!(["prompt"]), "{found}");
     assert!(
         first["name"]
             .as_str()
@@ -403,22 +404,28 @@ fn prompt_search_session(transport: Transport) {
         "{found}"
     );
     assert!(
-        first["arguments"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|a| a["name"] == "resourceType"),
-        "{found}"
+        first["inputSchema"]["properties"]["resourceType"].is_object(),
+        "its arguments are its input schema: {found}"
     );
+    assert_eq!(step(&report, 1)["structured"]["mode"], "keyword", "{found}");
 
-    let templates = &step(&report, 2)["structured"]["results"];
+    let templates = &step(&report, 2)["structured"]["tools"];
     assert_eq!(templates.as_array().unwrap().len(), 2, "{templates}");
-    assert_eq!(templates[0]["kind"], "resource_template", "{templates}");
+    assert_eq!(
+        templates[0]["tags"],
+        json!(["resource_template"]),
+        "{templates}"
+    );
     let uri = templates[0]["name"].as_str().unwrap();
     assert!(
         uri.starts_with("toolsearch://")
             && uri.ends_with("demo://resource/dynamic/text/{resourceId}"),
         "{templates}"
+    );
+    assert!(
+        step(&report, 2)["structured"]["nextOffset"].is_u64(),
+        "paged as tool searches are: {}",
+        step(&report, 2)
     );
 
     let rendered = step(&report, 3);

@@ -310,7 +310,7 @@ fn two_tokens_see_two_views_over_mcp_and_rest() {
     assert_eq!(steps[27]["code"], -32002, "{}", steps[27]);
     assert!(steps[28]["contents"].is_array(), "{}", steps[28]);
     let prompt_results = |index: usize| {
-        steps[index]["structured"]["results"]
+        steps[index]["structured"]["tools"]
             .as_array()
             .unwrap()
             .len()

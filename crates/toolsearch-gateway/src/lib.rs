@@ -5,7 +5,12 @@
 //!   or a Streamable HTTP client), the guards on what it sends, its state, and the supervisor
 //!   ([`UpstreamManager`]) that starts, watches and restarts them and forwards `tools/call`.
 //! - [`config`]: the config file (`mcpServers` as Claude Desktop / Cursor write it, plus `toolSearch`).
-//! - [`Gateway`]: the upstreams' tools indexed in one engine, disclosure per session, calls routed.
+//! - [`Gateway`]: start-up and composition of the parts below, and the loop that follows the
+//!   upstreams.
+//! - `session`: every downstream session, its scope and keys, and its sync with the shared store.
+//! - `tools`: `tools/call`, and the gateway's own served tools in one table.
+//! - `passthrough`: prompts, resources, subscriptions, logging and roots.
+//! - `startup`, `indexing`: the upstreams' first starts, and their tools in the engine.
 //! - `console`: the web console at `/` (one embedded static page) with its JSON routes, and
 //!   `/metrics`.
 //! - [`downstream`]: the MCP server clients connect to (stdio, Streamable HTTP at `/mcp`).
@@ -27,7 +32,7 @@ pub mod config;
 mod console;
 pub mod downstream;
 mod error;
-pub mod gateway;
+mod gateway;
 mod http_sessions;
 mod indexing;
 pub mod listener_config;

@@ -3,9 +3,9 @@
 //!
 //! They are served as a sibling of the search meta-tool, `search_prompts`, with `get_prompt` to
 //! render what it found, rather than as a `kind` filter on `search_tools`: every result of
-//! `search_tools` is a tool that `call_tool` runs, with one output schema shared by the MCP, REST
-//! and CLI faces, and a prompt is neither callable nor shaped like a tool. A model that never
-//! needs a prompt pays for two short definitions; `toolSearch.searchPrompts = false` removes them.
+//! `search_tools` is a tool that `call_tool` runs, and a prompt is not callable. Both answer in
+//! the search contract's shape. A model that never needs a prompt pays for two short
+//! definitions; `toolSearch.searchPrompts = false` removes them.
 //!
 //! The index is a second [`SearchEngine`] of the core (one model of a tool: a prompt becomes a
 //! tool whose parameters are its arguments, tagged `prompt`; a template one whose parameters are
@@ -16,11 +16,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Map, Value};
+use toolsearch_core::contract::{self, SearchArgs, SearchOptions, SearchResults};
 use toolsearch_core::{
-    Filters, Scope, SearchConfig, SearchEngine, SearchMode, SearchRequest, Tool, ToolDecl,
-    ToolSchema,
+    Fallback, Scope, SearchConfig, SearchEngine, SearchMode, Tool, ToolDecl, ToolSchema,
 };
 
 /// The two served tools.
@@ -60,42 +60,6 @@ pub struct GetPromptArgs {
     pub arguments: Option<Map<String, Value>>,
 }
 
-/// One thing `search_prompts` found.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PromptMatch {
-    /// `prompt` or `resource_template`.
-    pub kind: String,
-    /// A prompt's name for `get_prompt` (`server___prompt`), or a template's gateway URI template.
-    pub name: String,
-    pub description: String,
-    /// The prompt's arguments or the template's variables.
-    pub arguments: Vec<PromptArgumentInfo>,
-    /// 0..1, three decimals, as in tool searches.
-    pub score: f64,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
-pub struct PromptArgumentInfo {
-    pub name: String,
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub description: String,
-    pub required: bool,
-}
-
-/// What `search_prompts` returns: a page, counted as tool searches count theirs.
-#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct PromptSearchResults {
-    pub query: String,
-    pub total_matches: usize,
-    pub offset: usize,
-    pub returned: usize,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next_offset: Option<usize>,
-    pub results: Vec<PromptMatch>,
-}
-
 const PROMPT_TAG: &str = "prompt";
 const TEMPLATE_TAG: &str = "resource_template";
 
@@ -116,7 +80,7 @@ impl PromptTool {
                 self.name(),
                 "Find the servers' prompts (ready-made instructions) and resource templates by what they do.",
             )
-            .returns::<PromptSearchResults>(),
+            .returns::<SearchResults>(),
             PromptTool::Get => ToolDecl::new::<GetPromptArgs>(
                 self.name(),
                 "Get a prompt's messages, its arguments filled in.",
@@ -263,86 +227,60 @@ impl PromptIndex {
         (count > 0).then_some(count)
     }
 
-    /// The best matches for `query` within `scope`, prompts named as `get_prompt` takes them and
+    /// The best matches for `query` within `scope`, in the search contract's shape (the same
+    /// as `search_tools` answers): each result tagged `prompt` or `resource_template`, its
+    /// arguments or variables as its input schema, prompts named as `get_prompt` takes them and
     /// templates by their gateway URI template.
     pub fn search(
         &self,
-        query: &str,
-        limit: usize,
-        offset: usize,
+        args: SearchPromptsArgs,
         scope: &Scope,
-    ) -> Result<PromptSearchResults, toolsearch_core::Error> {
+    ) -> Result<SearchResults, toolsearch_core::Error> {
         let guard = self.engine.lock().unwrap_or_else(|e| e.into_inner());
-        let Some(engine) = guard.as_ref() else {
-            return Ok(PromptSearchResults {
-                query: query.to_string(),
-                total_matches: 0,
-                offset,
-                returned: 0,
-                next_offset: None,
-                results: Vec::new(),
-            });
+        let empty;
+        let engine = match guard.as_ref() {
+            Some(engine) => engine,
+            None => {
+                empty = SearchEngine::new(SearchConfig::default())?;
+                &empty
+            }
         };
-        let filters = Filters {
+        let request = SearchArgs {
+            query: args.query,
+            mode: Some(SearchMode::Keyword),
+            limit: Some(
+                args.limit
+                    .unwrap_or(DEFAULT_PROMPT_LIMIT)
+                    .clamp(1, MAX_PROMPT_LIMIT),
+            ),
+            offset: args.offset,
+            ..SearchArgs::default()
+        };
+        let options = SearchOptions {
+            default_limit: DEFAULT_PROMPT_LIMIT,
+            // Every match counts: a prompt is not crowded out by a better one.
+            top_band: None,
             scope: scope.clone(),
-            ..Filters::default()
+            ..SearchOptions::default()
         };
-        let request = SearchRequest::new(query)
-            .mode(SearchMode::Keyword)
-            .limit(limit)
-            .offset(offset)
-            .filters(filters);
-        let response = engine.search(&request)?;
-        let naming = engine.naming();
-        let results = response
-            .tools
-            .iter()
-            .map(|hit| {
-                let tool = &hit.tool;
-                let template = tool.tags.iter().any(|t| t == TEMPLATE_TAG);
-                PromptMatch {
-                    kind: if template { TEMPLATE_TAG } else { PROMPT_TAG }.to_string(),
-                    name: if template {
-                        crate::resources::public_uri(&tool.server, &tool.name)
-                    } else {
-                        naming.tool_name(tool)
-                    },
-                    description: tool.description.clone(),
-                    arguments: arguments_of(tool),
-                    score: toolsearch_core::contract::round_score(hit.score),
+        let mut results = contract::search(engine, &request, &options)?;
+        // A template is read by its gateway URI, not by a tool-like name.
+        let public = |name: &mut String| {
+            let naming = engine.naming();
+            if let Some(tool) = engine.catalog().resolve(name, naming) {
+                if tool.tags.iter().any(|t| t == TEMPLATE_TAG) {
+                    *name = crate::resources::public_uri(&tool.server, &tool.name);
                 }
-            })
-            .collect::<Vec<_>>();
-        let end = offset.saturating_add(results.len());
-        Ok(PromptSearchResults {
-            query: query.to_string(),
-            total_matches: response.total_matches,
-            offset,
-            returned: results.len(),
-            next_offset: (end < response.total_matches).then_some(end),
-            results,
-        })
+            }
+        };
+        for found in &mut results.page.tools {
+            public(&mut found.name);
+        }
+        if let Some(Fallback::Names { names }) = &mut results.fallback {
+            names.iter_mut().for_each(public);
+        }
+        Ok(results)
     }
-}
-
-fn arguments_of(tool: &Tool) -> Vec<PromptArgumentInfo> {
-    let schema = tool.input_schema.to_value();
-    let required: Vec<&str> = schema["required"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    schema["properties"]
-        .as_object()
-        .into_iter()
-        .flatten()
-        .map(|(name, property)| PromptArgumentInfo {
-            name: name.clone(),
-            description: property["description"].as_str().unwrap_or("").to_string(),
-            required: required.contains(&name.as_str()),
-        })
-        .collect()
 }
 
 #[cfg(test)]
@@ -396,57 +334,60 @@ mod tests {
         )]);
         assert!(!index.needs_rebuild());
 
-        let found = index
-            .search("write the release notes", 5, 0, &Scope::all())
-            .unwrap();
-        let first = &found.results[0];
-        assert_eq!(first.kind, "prompt");
+        let search = |query: &str, limit: usize, offset: usize, scope: &Scope| {
+            let args = SearchPromptsArgs {
+                query: query.into(),
+                limit: Some(limit),
+                offset: Some(offset),
+            };
+            index.search(args, scope).unwrap()
+        };
+        let found = search("write the release notes", 5, 0, &Scope::all());
+        let first = &found.page.tools[0];
+        assert_eq!(first.tags, ["prompt"]);
         assert_eq!(first.name, "repo___release-notes");
+        let schema = first.input_schema.as_ref().unwrap();
         assert_eq!(
-            first.arguments,
-            [PromptArgumentInfo {
-                name: "version".into(),
-                description: "The version to release".into(),
-                required: true
-            }]
+            schema["properties"]["version"]["description"],
+            "The version to release"
         );
+        assert_eq!(schema["required"], json!(["version"]));
 
-        let found = index
-            .search("server logs of a day", 5, 0, &Scope::all())
-            .unwrap();
-        assert_eq!(found.results[0].kind, "resource_template");
-        assert_eq!(
-            found.results[0].name,
-            "toolsearch://repo/file:///logs/{day}"
-        );
-        assert_eq!(found.results[0].arguments[0].name, "day");
+        let found = search("server logs of a day", 5, 0, &Scope::all());
+        let first = &found.page.tools[0];
+        assert_eq!(first.tags, ["resource_template"]);
+        assert_eq!(first.name, "toolsearch://repo/file:///logs/{day}");
+        assert!(first.input_schema.as_ref().unwrap()["properties"]["day"].is_object());
 
         // Pages are counted as tool searches count theirs; scores have three decimals.
-        let all = index
-            .search("release notes logs", 5, 0, &Scope::all())
-            .unwrap();
-        assert!(all.total_matches >= 2, "{all:?}");
-        let first = index
-            .search("release notes logs", 1, 0, &Scope::all())
-            .unwrap();
-        assert_eq!((first.returned, first.next_offset), (1, Some(1)));
-        assert_eq!(first.total_matches, all.total_matches);
-        let second = index
-            .search("release notes logs", 1, 1, &Scope::all())
-            .unwrap();
-        assert_eq!(second.offset, 1);
-        assert_eq!(second.results[0], all.results[1]);
-        for found in &all.results {
+        let all = search("release notes logs", 5, 0, &Scope::all());
+        assert!(all.page.total_matches >= 2, "{all:?}");
+        let first = search("release notes logs", 1, 0, &Scope::all());
+        assert_eq!((first.page.returned, first.page.next_offset), (1, Some(1)));
+        assert_eq!(first.page.total_matches, all.page.total_matches);
+        let second = search("release notes logs", 1, 1, &Scope::all());
+        assert_eq!(second.page.offset, 1);
+        assert_eq!(second.page.tools[0], all.page.tools[1]);
+        for found in &all.page.tools {
             assert_eq!(found.score, (found.score * 1000.0).round() / 1000.0);
         }
 
-        // Outside the caller's scope, nothing is found.
-        let none = Scope::none();
-        assert!(index
-            .search("release notes", 5, 0, &none)
-            .unwrap()
-            .results
+        // Outside the caller's scope, nothing is found; before any rebuild, nothing either.
+        assert!(search("release notes", 5, 0, &Scope::none())
+            .page
+            .tools
             .is_empty());
+        let unbuilt = PromptIndex::default()
+            .search(
+                SearchPromptsArgs {
+                    query: "release notes".into(),
+                    limit: None,
+                    offset: None,
+                },
+                &Scope::all(),
+            )
+            .unwrap();
+        assert!(unbuilt.page.tools.is_empty());
 
         index.mark_stale();
         assert!(index.needs_rebuild());

@@ -19,10 +19,7 @@ use crate::metrics::Face;
 use crate::observe::Observer;
 use crate::offload::{self, OffloadError, OffloadStore, OffloadTool};
 use crate::passthrough::{upstream_list, Passthrough};
-use crate::prompt_search::{
-    self, GetPromptArgs, PromptIndex, PromptTool, SearchPromptsArgs, DEFAULT_PROMPT_LIMIT,
-    MAX_PROMPT_LIMIT,
-};
+use crate::prompt_search::{self, GetPromptArgs, PromptIndex, PromptTool, SearchPromptsArgs};
 use crate::relay::CallOrigin;
 use crate::resources;
 use crate::rest::SharedEngine;
@@ -160,17 +157,10 @@ impl ServedTools {
                     Err(e) => return refused(e.to_string()),
                 };
                 self.refresh_prompt_index().await;
-                let limit = args
-                    .limit
-                    .unwrap_or(DEFAULT_PROMPT_LIMIT)
-                    .clamp(1, MAX_PROMPT_LIMIT);
-                let offset = args.offset.unwrap_or(0);
                 let (index, scope) = (self.prompt_index.clone(), session.scope.clone());
                 // A search is CPU work that grows with the query: on the blocking pool.
-                let searched = tokio::task::spawn_blocking(move || {
-                    index.search(&args.query, limit, offset, &scope)
-                })
-                .await;
+                let searched =
+                    tokio::task::spawn_blocking(move || index.search(args, &scope)).await;
                 match searched {
                     Ok(Ok(results)) => match serde_json::to_value(results) {
                         Ok(value) => json_result(value, false),
