@@ -22,6 +22,11 @@ pub enum LogFormat {
     Json,
 }
 
+/// Off unless the user's own filter turns it on: rmcp's transport worker writes, on an upstream's
+/// failure, the request's error with its full URL (which may hold a `${NAME}` the config expanded,
+/// such as a key); the gateway says the same in its own warning, with the URL as written.
+const QUIETED: &str = "rmcp::transport::worker=off";
+
 /// The targets of the progress lines: the upstreams' lives (and their own stderr), the embedding
 /// model's install and load, and `serve` itself (addresses, stop).
 pub const PROGRESS_TARGETS: [&str; 3] = [
@@ -56,12 +61,13 @@ impl LogSettings {
         }
     }
 
-    /// The filter's directives: the user's, or WARN plus the progress targets at INFO.
+    /// The filter's directives: the user's, or WARN plus the progress targets at INFO, without
+    /// [`QUIETED`].
     fn directives(&self) -> String {
         match &self.filter {
             Some(filter) => filter.clone(),
-            None if self.quiet => "warn".to_string(),
-            None => std::iter::once("warn".to_string())
+            None if self.quiet => format!("warn,{QUIETED}"),
+            None => std::iter::once(format!("warn,{QUIETED}"))
                 .chain(PROGRESS_TARGETS.iter().map(|t| format!("{t}=info")))
                 .collect::<Vec<_>>()
                 .join(","),
@@ -158,13 +164,13 @@ mod tests {
         let talk = LogSettings::default();
         assert_eq!(
             talk.directives(),
-            "warn,upstream=info,toolsearch_gateway::semantic=info,toolsearch::commands::serve=info"
+            "warn,rmcp::transport::worker=off,upstream=info,toolsearch_gateway::semantic=info,toolsearch::commands::serve=info"
         );
         let quiet = LogSettings {
             quiet: true,
             ..LogSettings::default()
         };
-        assert_eq!(quiet.directives(), "warn");
+        assert_eq!(quiet.directives(), "warn,rmcp::transport::worker=off");
         let own = LogSettings {
             filter: Some("debug".into()),
             ..LogSettings::default()

@@ -1549,3 +1549,73 @@ fn init_exits_2_for_a_missing_or_broken_input() {
     }
     drop((broken, serverless));
 }
+
+/// `${NAME}` and `${env:NAME}` in a server entry take their value from the gateway's environment:
+/// the upstream gets the value (server-everything's `get-env` shows its environment), while the
+/// gateway's log, `/metrics` and the console's JSON never show it. An entry naming a variable
+/// that is not set stops `serve` at once, naming the variable and the key.
+#[test]
+fn server_entries_take_secrets_from_the_environment() {
+    let dir = scratch();
+    let secret = format!("s3cret-{}", std::process::id());
+    let text = format!(
+        "{}\nenv = {{ TS_PASSED = \"${{TS_TEST_SECRET}}\", TS_PREFIXED = \"key-${{env:TS_TEST_SECRET}}\", TS_LITERAL = \"$${{TS_TEST_SECRET}}\" }}\n",
+        everything_plain()
+    );
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, text).unwrap();
+
+    let mut command = toolsearch();
+    command
+        .args([
+            "serve",
+            "--wait-for-upstreams",
+            "--http",
+            "127.0.0.1:0",
+            "--config",
+        ])
+        .arg(&config)
+        .env_remove("RUST_LOG")
+        .env("TS_TEST_SECRET", &secret);
+    let gateway = peers::spawn_listening(command);
+    let report = peers::run_client_at(
+        "mcp_client.py",
+        &gateway.url,
+        &json!([{"op": "call", "name": "everything___get-env", "arguments": {}}]),
+    );
+    let env: Value = serde_json::from_str(step(&report, 0)["text"].as_str().unwrap())
+        .unwrap_or_else(|e| panic!("{e}: {}", step(&report, 0)));
+    assert_eq!(env["TS_PASSED"], json!(secret), "{env}");
+    assert_eq!(env["TS_PREFIXED"], json!(format!("key-{secret}")));
+    assert_eq!(
+        env["TS_LITERAL"], "${TS_TEST_SECRET}",
+        "`$${{` is a literal `${{`"
+    );
+
+    let (status, metrics) = peers::http_raw(&gateway.addr, "GET", "/metrics", None, None);
+    assert_eq!(status, 200);
+    let (status, upstreams) =
+        peers::http_raw(&gateway.addr, "GET", "/api/console/upstreams", None, None);
+    assert_eq!(status, 200, "{upstreams}");
+    for (what, text) in [
+        ("the log", gateway.log()),
+        ("/metrics", metrics),
+        ("the console", upstreams),
+    ] {
+        assert!(!text.contains(&secret), "{what} shows the secret: {text}");
+    }
+
+    let unset = toolsearch()
+        .args(["serve", "--stdio", "--config"])
+        .arg(&config)
+        .env_remove("TS_TEST_SECRET")
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(unset.status.code(), Some(2), "{}", peers::stderr_of(&unset));
+    let said = peers::stderr_of(&unset);
+    assert!(
+        said.contains("`TS_TEST_SECRET` is not set") && said.contains("env.TS_PASSED"),
+        "names the variable and the key: {said}"
+    );
+}

@@ -467,6 +467,9 @@ pub enum Transport {
     StreamableHttp {
         url: String,
         headers: BTreeMap<String, String>,
+        /// `url` as the config wrote it (`${NAME}` references unexpanded): what logs and errors
+        /// show, so that a secret in the URL never reaches them.
+        shown_url: String,
     },
 }
 
@@ -515,11 +518,22 @@ impl ServerConfig {
     }
 
     /// The transport this entry describes, or why it describes none.
+    /// How to start or reach the server, with `${NAME}` and `${env:NAME}` in `url`, `headers`,
+    /// `env`, `args` and `cwd` replaced by the gateway's environment; a variable that is not set
+    /// is an error naming it and the key that uses it.
     pub fn transport(&self) -> Result<Transport, InvalidServerEntry> {
-        self.checked_transport().map_err(InvalidServerEntry)
+        self.checked_transport(Expand::FromEnvironment)
+            .map_err(InvalidServerEntry)
     }
 
-    fn checked_transport(&self) -> Result<Transport, String> {
+    /// [`ServerConfig::transport`] as the file wrote it, references unexpanded: the entry's form
+    /// checked without the environment it will run in (for `init`, and for checking a file).
+    pub fn transport_as_written(&self) -> Result<Transport, InvalidServerEntry> {
+        self.checked_transport(Expand::No)
+            .map_err(InvalidServerEntry)
+    }
+
+    fn checked_transport(&self, expand: Expand) -> Result<Transport, String> {
         if let Some(refusal) = &self.refusal {
             return Err(refusal.clone());
         }
@@ -567,12 +581,18 @@ impl ServerConfig {
                     "has `url` `{url}`, which is not an http:// or https:// address"
                 ));
             }
+            let shown_url = url.clone();
+            let url = expand.value(&url, "url")?;
+            let mut headers = BTreeMap::new();
             for (name, value) in &self.headers {
-                check_header(name, value)?;
+                let value = expand.value(value, &format!("headers.{name}"))?;
+                check_header(name, &value)?;
+                headers.insert(name.clone(), value);
             }
             Ok(Transport::StreamableHttp {
                 url,
-                headers: self.headers.clone(),
+                headers,
+                shown_url,
             })
         } else {
             let command = self.command.clone().ok_or_else(|| {
@@ -581,17 +601,98 @@ impl ServerConfig {
             if command.trim().is_empty() {
                 return Err("has an empty `command`; give the program to start".into());
             }
+            let args = (self.args.iter().enumerate())
+                .map(|(i, arg)| expand.value(arg, &format!("args[{i}]")))
+                .collect::<Result<_, _>>()?;
+            let env = (self.env.iter())
+                .map(|(name, value)| {
+                    Ok((name.clone(), expand.value(value, &format!("env.{name}"))?))
+                })
+                .collect::<Result<_, String>>()?;
+            let cwd = match &self.cwd {
+                Some(cwd) => Some(PathBuf::from(expand.value(&cwd.to_string_lossy(), "cwd")?)),
+                None => None,
+            };
             Ok(Transport::Stdio {
                 command,
-                args: self.args.clone(),
-                env: self.env.clone(),
-                cwd: self.cwd.clone(),
+                args,
+                env,
+                cwd,
                 inherit_env: self.inherit_env.clone(),
                 withheld_env: self.withheld_env.clone(),
                 create_cwd: self.create_cwd,
             })
         }
     }
+}
+
+/// Whether a server entry's `${NAME}` references are replaced by the environment.
+#[derive(Clone, Copy)]
+enum Expand {
+    FromEnvironment,
+    No,
+}
+
+impl Expand {
+    /// `value` with every `${NAME}` and `${env:NAME}` replaced by the variable (`$${` writes a
+    /// literal `${`); `key` names the field in errors. Unchanged when not expanding.
+    fn value(self, value: &str, key: &str) -> Result<String, String> {
+        match self {
+            Expand::No => Ok(value.to_string()),
+            Expand::FromEnvironment => {
+                expand_references(value, key, |name| std::env::var(name).ok())
+            }
+        }
+    }
+}
+
+/// [`Expand::value`] with `lookup` standing for the environment.
+fn expand_references(
+    value: &str,
+    key: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> Result<String, String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(at) = rest.find("${") {
+        if rest[..at].ends_with('$') {
+            // `$${`: a literal `${`.
+            out.push_str(&rest[..at]);
+            out.push('{');
+            rest = &rest[at + 2..];
+            continue;
+        }
+        out.push_str(&rest[..at]);
+        let inner_start = at + 2;
+        let Some(close) = rest[inner_start..].find('}') else {
+            return Err(format!(
+                "has `${{` without a closing `}}` in `{key}`; write `${{NAME}}` to use a variable, or `$${{` for a literal `${{`"
+            ));
+        };
+        let reference = &rest[inner_start..inner_start + close];
+        let name = reference.strip_prefix("env:").unwrap_or(reference);
+        let valid = name
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            return Err(format!(
+                "has `${{{reference}}}` in `{key}`, which is not a variable reference; write `${{NAME}}` or `${{env:NAME}}` with a variable name (letters, digits, `_`)"
+            ));
+        }
+        match lookup(name) {
+            Some(found) => out.push_str(&found),
+            None => {
+                return Err(format!(
+                    "uses `${{{reference}}}` in `{key}`, but `{name}` is not set in the gateway's environment; set it where the gateway starts (the client's `env` for its entry, or your shell)"
+                ))
+            }
+        }
+        rest = &rest[inner_start + close + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// Whether one word of a command line names the toolsearch program.
@@ -956,6 +1057,25 @@ impl GatewayConfig {
     /// which is a misspelt key, an empty file or another program's file: a gateway started
     /// from it would serve no tool and say nothing. An empty `mcpServers` is a choice, and
     /// accepted (`--rest-only` takes any file).
+    /// Whether every server that will start finds the variables its `${NAME}` references name:
+    /// the first one that does not is an error naming the variable and the key using it.
+    pub fn require_environment(&self, file: &Path) -> Result<(), ConfigError> {
+        // An entry refused for another reason says so when it is started.
+        let servers = self.active_servers().filter(|(_, s)| s.refusal.is_none());
+        for (name, server) in servers {
+            if let Err(why) = server.transport() {
+                return Err(ConfigError {
+                    file: file.display().to_string(),
+                    key: format!("mcpServers.{name}"),
+                    line: None,
+                    column: None,
+                    message: format!("server `{name}` {}", why.0),
+                });
+            }
+        }
+        Ok(())
+    }
+
     pub fn require_servers(&self, file: &Path) -> Result<(), ConfigError> {
         if self.servers_key.is_some() {
             return Ok(());
@@ -983,7 +1103,7 @@ impl GatewayConfig {
             return;
         };
         for (_, server) in &mut self.mcp_servers.0 {
-            if !matches!(server.transport(), Ok(Transport::Stdio { .. })) {
+            if !matches!(server.transport_as_written(), Ok(Transport::Stdio { .. })) {
                 continue;
             }
             match &server.cwd {
@@ -1229,7 +1349,7 @@ impl GatewayConfig {
                 }
             }
             server
-                .transport()
+                .transport_as_written()
                 .map_err(|why| (key, format!("server `{name}` {why}")))?;
         }
         Ok(())
@@ -1579,6 +1699,31 @@ fn json_error(e: &serde_path_to_error::Error<serde_json::Error>, file: &str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn references_to_the_environment_are_expanded_or_named_when_missing() {
+        let env = |name: &str| match name {
+            "TOKEN" => Some("s3cret".to_string()),
+            "EMPTY" => Some(String::new()),
+            _ => None,
+        };
+        let expand = |value: &str| expand_references(value, "headers.Authorization", env);
+        assert_eq!(expand("Bearer ${TOKEN}").unwrap(), "Bearer s3cret");
+        assert_eq!(expand("${env:TOKEN}/${TOKEN}").unwrap(), "s3cret/s3cret");
+        assert_eq!(expand("a${EMPTY}b").unwrap(), "ab", "set but empty is set");
+        assert_eq!(expand("cost: $5, $${TOKEN}").unwrap(), "cost: $5, ${TOKEN}");
+        assert_eq!(expand("no references").unwrap(), "no references");
+        let missing = expand("Bearer ${GH_TOKEN}").unwrap_err();
+        assert!(
+            missing.contains("`GH_TOKEN`") && missing.contains("headers.Authorization"),
+            "{missing}"
+        );
+        assert!(!missing.contains("s3cret"));
+        assert!(expand("${not a name}")
+            .unwrap_err()
+            .contains("not a variable reference"));
+        assert!(expand("${TOKEN").unwrap_err().contains("closing"));
+    }
 
     fn toml(text: &str) -> Result<GatewayConfig, ConfigError> {
         GatewayConfig::parse(text, Format::Toml, "gateway.toml")
@@ -1931,7 +2076,7 @@ mod tests {
             .transport()
             .unwrap();
         assert!(
-            matches!(remote, Transport::StreamableHttp { ref url, ref headers }
+            matches!(remote, Transport::StreamableHttp { ref url, ref headers, .. }
             if url == "https://example.com/mcp" && headers["Authorization"] == "Bearer x")
         );
         assert!(config.mcp_servers.get("typed").is_some());

@@ -484,7 +484,7 @@ fn import(source: &Source, format: Format) -> Result<Plan, BadInput> {
                 ));
                 continue;
             }
-            if let Err(why) = server.transport() {
+            if let Err(why) = server.transport_as_written() {
                 left_out.push((
                     name,
                     format!("the gateway cannot start it: it {why}; it stays in the client's file"),

@@ -85,6 +85,7 @@ pub fn run(args: ServeArgs) -> Result<()> {
     let mut config = GatewayConfig::load(&path).map_err(|e| BadInput(e.to_string()))?;
     config
         .require_servers(&path)
+        .and_then(|()| config.require_environment(&path))
         .map_err(|e| BadInput(e.to_string()))?;
     apply_model_args(&mut config, &args.model);
     let mut builder = runtime_builder();

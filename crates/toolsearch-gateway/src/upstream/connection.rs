@@ -223,12 +223,10 @@ pub enum UpstreamError {
         source: Box<rmcp::service::ClientInitializeError>,
     },
 
-    #[error("cannot connect to `{url}`: {source}; check that the server is running and the url (often ending in `/mcp`) and headers are right")]
-    Connect {
-        url: String,
-        #[source]
-        source: Box<rmcp::service::ClientInitializeError>,
-    },
+    /// `reason` is rmcp's error as text, with the URL as the config wrote it: the expanded one
+    /// may hold a secret.
+    #[error("cannot connect to `{url}`: {reason}; check that the server is running and the url (often ending in `/mcp`) and headers are right")]
+    Connect { url: String, reason: String },
 
     #[error("cannot build the HTTP client for `{url}`: {source}; the system's TLS or network settings may be unusable")]
     HttpClient {
@@ -331,9 +329,11 @@ pub(crate) async fn connect(
             }
             connect_stdio(client, command, cmd, cwd.as_deref(), tail).await
         }
-        ServerTransport::StreamableHttp { url, headers } => {
-            connect_http(client, url, headers).await
-        }
+        ServerTransport::StreamableHttp {
+            url,
+            headers,
+            shown_url,
+        } => connect_http(client, url, headers, shown_url).await,
     }
 }
 
@@ -399,18 +399,19 @@ async fn follow_stderr(server: String, stderr: tokio::process::ChildStderr, tail
 /// its calls are then posted by the gateway itself ([`HttpCalls`]).
 async fn connect_http(
     client: UpstreamClient,
-    url: &String,
+    url: &str,
     headers: &BTreeMap<String, String>,
+    shown_url: &str,
 ) -> Result<Connection, UpstreamError> {
     let server = client.server.clone();
     let server: &str = &server;
     let headers = header_map(headers)?;
-    let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+    let config = StreamableHttpClientTransportConfig::with_uri(url)
         .custom_headers(headers)
         .max_sse_event_size(wire::MAX_SSE_EVENT);
     let http =
         wire::GuardedHttpClient::new(server).map_err(|source| UpstreamError::HttpClient {
-            url: url.clone(),
+            url: shown_url.to_string(),
             source,
         })?;
     let (hand_over, handed_over) = mpsc::unbounded_channel();
@@ -421,7 +422,7 @@ async fn connect_http(
     );
     match client.serve(transport).await {
         Ok(service) => {
-            tracing::info!(target: "upstream", server, url = %url, "connected to Streamable HTTP server");
+            tracing::info!(target: "upstream", server, url = %shown_url, "connected to Streamable HTTP server");
             Ok(Connection {
                 service,
                 pid: None,
@@ -430,10 +431,31 @@ async fn connect_http(
             })
         }
         Err(source) => Err(UpstreamError::Connect {
-            url: url.clone(),
-            source: Box::new(source),
+            url: shown_url.to_string(),
+            reason: without_type_names(&source.to_string().replace(url, shown_url)),
         }),
     }
+}
+
+/// `text` without the Rust type paths rmcp writes into its errors (`Transport
+/// [some::module::Type] error`): they mean nothing to the user who reads the message.
+fn without_type_names(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('[') {
+        let Some(close) = rest[open..].find(']') else {
+            break;
+        };
+        let inside = &rest[open + 1..open + close];
+        out.push_str(&rest[..open]);
+        let type_path = inside.contains("::") && !inside.contains(' ');
+        if !type_path {
+            out.push_str(&rest[open..=open + close]);
+        }
+        rest = &rest[open + close + 1..];
+    }
+    out.push_str(rest);
+    out.replace("  ", " ")
 }
 
 /// Creates a stdio server's working directory when it is missing (a `cwd` written relative to the
@@ -866,6 +888,17 @@ pub fn to_core_tool(server: &str, tool: &rmcp::model::Tool) -> Tool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connection_errors_name_no_rust_type() {
+        assert_eq!(
+            without_type_names(
+                "Send message error Transport [toolsearch_gateway::upstream::http::HttpTransport] error: refused"
+            ),
+            "Send message error Transport error: refused"
+        );
+        assert_eq!(without_type_names("a [b c] d [x::y]"), "a [b c] d ");
+    }
     use serde_json::json;
 
     #[test]
