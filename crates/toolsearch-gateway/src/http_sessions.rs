@@ -633,24 +633,17 @@ async fn closed_by_client(sessions: &SessionOwners, id: &str) {
     if let Some(restorable) = &sessions.restorable {
         restorable.remove(id);
     }
-    if sessions.sessions.replicated() {
-        if let Err(e) = sessions.sessions.store().end_session(id).await {
-            tracing::warn!(error = %e, "an ended MCP session stays in the shared store until it expires");
-        }
-        if let Err(e) = sessions
-            .sessions
-            .store()
-            .tell(id, NoticeKind::SessionEnded)
-            .await
-        {
-            tracing::warn!(error = %e, "replicas that restored an ended MCP session keep it until it idles out");
-        }
-    }
+    end_on_replicas(sessions, id).await;
 }
 
 /// Ends a session here, in the shared store and on every replica holding a copy.
 async fn end_everywhere(sessions: &SessionOwners, id: &str) {
     sessions.end_here(id).await;
+    end_on_replicas(sessions, id).await;
+}
+
+/// Forgets an ended session in the shared store and tells the replicas that restored it.
+async fn end_on_replicas(sessions: &SessionOwners, id: &str) {
     if sessions.sessions.replicated() {
         if let Err(e) = sessions.sessions.store().end_session(id).await {
             tracing::warn!(error = %e, "an ended MCP session stays in the shared store until it expires");
