@@ -1577,10 +1577,11 @@ fn server_entries_take_secrets_from_the_environment() {
         .arg(&config)
         .env_remove("RUST_LOG")
         .env("TS_TEST_SECRET", &secret);
-    let gateway = peers::spawn_listening(command);
+    // Stopped (with its upstream) when the test ends.
+    let gateway = GatewayIn(peers::spawn_listening(command));
     let report = peers::run_client_at(
         "mcp_client.py",
-        &gateway.url,
+        &gateway.0.url,
         &json!([{"op": "call", "name": "everything___get-env", "arguments": {}}]),
     );
     let env: Value = serde_json::from_str(step(&report, 0)["text"].as_str().unwrap())
@@ -1592,10 +1593,10 @@ fn server_entries_take_secrets_from_the_environment() {
         "`$${{` is a literal `${{`"
     );
 
-    let (status, metrics) = peers::http_raw(&gateway.addr, "GET", "/metrics", None, None);
+    let (status, metrics) = peers::http_raw(&gateway.addr(), "GET", "/metrics", None, None);
     assert_eq!(status, 200);
     let (status, upstreams) =
-        peers::http_raw(&gateway.addr, "GET", "/api/console/upstreams", None, None);
+        peers::http_raw(&gateway.addr(), "GET", "/api/console/upstreams", None, None);
     assert_eq!(status, 200, "{upstreams}");
     for (what, text) in [
         ("the log", gateway.log()),
