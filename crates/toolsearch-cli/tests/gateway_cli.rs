@@ -564,12 +564,7 @@ fn the_listener_opens_before_a_silent_upstream_answers() {
         .args(["serve", "--config"])
         .arg(&config)
         .args(["--http", "127.0.0.1:0"]);
-    let peers::Listening {
-        mut child,
-        addr,
-        url,
-        ..
-    } = peers::spawn_listening(command);
+    let (mut child, addr, url) = peers::spawn_listening(command).into_parts();
     let (status, body) = peers::http(
         &addr,
         "POST",
@@ -1077,6 +1072,7 @@ fn upstreams_get_a_minimal_environment() {
 
 /// `toolsearch serve --http` started from `dir` (as desktop clients start servers, often from
 /// `/`), once its upstreams' first starts settled; its log lines are collected.
+/// Stopped when dropped, as every [`peers::Listening`] is.
 struct GatewayIn(peers::Listening);
 
 impl GatewayIn {
@@ -1116,12 +1112,6 @@ impl GatewayIn {
             .find(|u| u["name"] == name)
             .cloned()
             .unwrap_or_else(|| panic!("no upstream {name}: {upstreams}"))
-    }
-}
-
-impl Drop for GatewayIn {
-    fn drop(&mut self) {
-        peers::terminate(&mut self.0.child, std::time::Duration::from_secs(10));
     }
 }
 
@@ -1577,7 +1567,6 @@ fn server_entries_take_secrets_from_the_environment() {
         .arg(&config)
         .env_remove("RUST_LOG")
         .env("TS_TEST_SECRET", &secret);
-    // Stopped (with its upstream) when the test ends.
     let gateway = GatewayIn(peers::spawn_listening(command));
     let report = peers::run_client_at(
         "mcp_client.py",

@@ -54,7 +54,7 @@ fn serve_rest_on(listen: &str, config: Option<&Path>, extra: &[&str]) -> RestSer
     if let Some(config) = config {
         command.arg("--config").arg(config);
     }
-    let peers::Listening { child, addr, .. } = peers::spawn_listening(command);
+    let (child, addr, _) = peers::spawn_listening(command).into_parts();
     RestServer { child, addr }
 }
 

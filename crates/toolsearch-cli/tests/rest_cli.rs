@@ -39,7 +39,7 @@ fn serve_on(http_addr: &str, extra: &[&str], tokens: Option<&str>) -> Served {
     if let Some(tokens) = tokens {
         command.env("TOOLSEARCH_API_TOKENS", tokens);
     }
-    let peers::Listening { child, addr, .. } = peers::spawn_listening(command);
+    let (child, addr, _) = peers::spawn_listening(command).into_parts();
     Served { child, addr }
 }
 

@@ -214,16 +214,17 @@ fn spawn_http(config: &Path, env: &[(&str, &Path)], wait_for_upstreams: bool) ->
         .arg("--config")
         .arg(config)
         .args(["--http", "127.0.0.1:0"]);
-    let Listening { child, url, .. } = spawn_listening(command);
+    let (child, _, url) = spawn_listening(command).into_parts();
     Gateway { child, url }
 }
 
 /// A `toolsearch serve` that said where it listens: its process, the address of its
 /// `listening on http://ADDR/...` line (`127.0.0.1:PORT`; a wildcard listener is reached through
 /// loopback), the URL as printed, and its log lines, collected as they come (stderr is drained so
-/// that the server never blocks on a full pipe).
+/// that the server never blocks on a full pipe). Dropped, it stops the server (SIGTERM, so that
+/// the server stops its upstreams), unless [`Listening::into_parts`] took the process.
 pub struct Listening {
-    pub child: Child,
+    child: Option<Child>,
     pub addr: String,
     pub url: String,
     log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
@@ -233,6 +234,24 @@ impl Listening {
     /// Every log line so far.
     pub fn log(&self) -> String {
         self.log.lock().unwrap().join("\n")
+    }
+
+    /// The process, the address and the URL, for a caller that stops the process itself.
+    pub fn into_parts(mut self) -> (Child, String, String) {
+        let child = self.child.take().expect("the process is taken once");
+        (
+            child,
+            std::mem::take(&mut self.addr),
+            std::mem::take(&mut self.url),
+        )
+    }
+}
+
+impl Drop for Listening {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.child {
+            terminate(child, std::time::Duration::from_secs(15));
+        }
     }
 }
 
@@ -285,7 +304,7 @@ pub fn spawn_listening(mut command: Command) -> Listening {
         }
     });
     Listening {
-        child,
+        child: Some(child),
         addr,
         url,
         log,
