@@ -23,4 +23,8 @@ export TOOLSEARCH_PYTHON="${TOOLSEARCH_PYTHON:-$PEERS/venv/bin/python}"
 cargo test --workspace --locked --no-run
 "${CARGO_TARGET_DIR:-target}/debug/toolsearch" model fetch --dir "$TOOLSEARCH_MODEL_DIR"
 
+# The integration tests spend most of their time waiting on the servers and clients they start
+# (Python, Node, the gateway): two tests a core keep the cores busy (docs/BENCHMARKS.md,
+# "Test suite").
+export RUST_TEST_THREADS="${RUST_TEST_THREADS:-$(( $(nproc) * 2 ))}"
 cargo test --workspace --locked
