@@ -79,6 +79,7 @@ impl Gateway {
         let shared = shared_store(&config, disclosure.config().max_sessions)?;
         let notices = shared.notices();
         let sessions = Arc::new(Sessions::new(shared));
+        upstreams.relay().reach_sessions(sessions.clone());
         let observer = Arc::new(Observer::new());
         let semantic = Semantic::start(
             &config.tool_search.semantic,
@@ -90,7 +91,11 @@ impl Gateway {
             },
         );
         let disclosure = Arc::new(disclosure);
-        let passthrough = Arc::new(Passthrough::new(upstreams.clone(), engine.clone()));
+        let passthrough = Arc::new(Passthrough::new(
+            upstreams.clone(),
+            engine.clone(),
+            sessions.clone(),
+        ));
         let calls = Arc::new(ToolCalls {
             disclosure: disclosure.clone(),
             engine: engine.clone(),

@@ -4,6 +4,8 @@
 //! subscription per resource, whatever the number of sessions), logging levels and roots. Every
 //! request is judged by the session's scope first; a name or URI it does not allow is unknown.
 
+use std::sync::Arc;
+
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult, Prompt,
     ReadResourceRequestParams, ReadResourceResult, Reference, Resource, ResourceTemplate,
@@ -17,10 +19,10 @@ use serde_json::Value;
 use toolsearch_core::{Naming, ToolId};
 
 use crate::error::{GatewayError, Result};
-use crate::relay::CallOrigin;
+use crate::relay::{CallOrigin, Downstream};
 use crate::resources;
 use crate::rest::SharedEngine;
-use crate::session::SessionRef;
+use crate::session::{SessionRef, Sessions};
 use crate::upstream::supervisor::UpstreamManager;
 
 /// The pass-through of one gateway: its upstreams, and the engine whose naming turns an
@@ -28,11 +30,17 @@ use crate::upstream::supervisor::UpstreamManager;
 pub(crate) struct Passthrough {
     upstreams: UpstreamManager,
     engine: SharedEngine,
+    /// The sessions' log levels, and how to reach them.
+    sessions: Arc<Sessions>,
 }
 
 impl Passthrough {
-    pub fn new(upstreams: UpstreamManager, engine: SharedEngine) -> Self {
-        Self { upstreams, engine }
+    pub fn new(upstreams: UpstreamManager, engine: SharedEngine, sessions: Arc<Sessions>) -> Self {
+        Self {
+            upstreams,
+            engine,
+            sessions,
+        }
     }
 
     fn naming(&self) -> Naming {
@@ -376,7 +384,7 @@ impl Passthrough {
     /// asked for; the gateway filters per session.
     #[allow(deprecated)] // logging and resources/subscribe: still what 2025-11-25 servers speak
     pub async fn set_log_level(&self, session: &SessionRef, level: LoggingLevel) {
-        let upstream_level = self.upstreams.relay().set_log_level(&session.id, level);
+        let upstream_level = self.sessions.set_log_level(&session.id, level);
         for server in self.upstreams.servers() {
             self.set_upstream_log_level(&server, upstream_level).await;
         }
@@ -416,7 +424,7 @@ impl Passthrough {
     /// left them.
     #[allow(deprecated)] // logging and resources/subscribe: still what 2025-11-25 servers speak
     pub async fn restore_upstream(&self, server: &str) {
-        if let Some(level) = self.upstreams.relay().log_level() {
+        if let Some(level) = self.sessions.log_level() {
             self.set_upstream_log_level(server, level).await;
         }
         let uris = self.upstreams.relay().subscribed(server);
@@ -434,11 +442,11 @@ impl Passthrough {
 
     /// Sends `notifications/resources/list_changed` to every session the gateway can reach.
     pub async fn notify_resources_changed(&self, server: &str) {
-        let peers = self.upstreams.relay().peers();
-        tracing::debug!(server, sessions = peers.len(), "resources changed upstream");
-        for (session, peer) in peers {
-            if let Err(e) = peer.notify_resource_list_changed().await {
-                tracing::debug!(session, error = %e, "cannot send resources/list_changed");
+        let links = self.sessions.links();
+        tracing::debug!(server, sessions = links.len(), "resources changed upstream");
+        for link in links {
+            if let Err(e) = link.peer.notify_resource_list_changed().await {
+                tracing::debug!(session = link.session, error = %e, "cannot send resources/list_changed");
             }
         }
     }

@@ -3,9 +3,11 @@
 //! log messages and resource updates, each routed to the session it belongs to.
 //!
 //! Every upstream connection is shared by all sessions, so the relay keeps the calls in flight on
-//! each upstream and the session each came from; an upstream asks on behalf of the call it is
-//! running. Nothing from an upstream reaches a session whose scope does not reach that upstream
-//! (each session's reach is given at [`Relay::attach`]).
+//! each upstream and the session each came from, and the resource subscriptions; an upstream asks
+//! on behalf of the call it is running. The sessions themselves (how to reach each, which
+//! upstreams its scope reaches, the log level it asked for) are the [`Downstream`]'s, which the
+//! relay asks when it has something to send. Nothing from an upstream reaches a session whose
+//! scope does not reach that upstream.
 //!
 //! MCP does not say which call a request to the client serves, so `sampling/createMessage` and
 //! `elicitation/create`, which show a person what one session's work is about, go only to the one
@@ -21,9 +23,9 @@
 // speaks 2025-11-25 (all of today's) still uses them.
 #![allow(deprecated)]
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
 use rmcp::model::{
@@ -85,30 +87,36 @@ struct EndedCall {
 /// asks goes to a session only when it does.
 pub type Reach = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 
-struct SessionLink {
-    peer: Peer<RoleServer>,
+/// A downstream session the relay may send something to: attached (its first request after
+/// `initialize`), so its peer and reach are known.
+#[derive(Clone)]
+pub struct Link {
+    pub session: String,
+    pub peer: Peer<RoleServer>,
+    pub reach: Reach,
     /// The level the client asked for with `logging/setLevel`; no log messages until it does.
-    log_level: Option<LoggingLevel>,
-    attached: u64,
-    reach: Reach,
+    pub log_level: Option<LoggingLevel>,
+    /// Attachment order: a larger number attached later.
+    pub attached: u64,
 }
 
-/// A session that may be sent something, taken out of the lock to ask its reach.
-struct Candidate {
-    session: String,
-    peer: Peer<RoleServer>,
-    reach: Reach,
-}
-
-impl Candidate {
+impl Link {
     fn reaches(&self, server: &str) -> bool {
         (self.reach)(server)
     }
 }
 
+/// The downstream sessions as the relay needs them; they keep their peers, reach and log levels
+/// themselves (`Sessions`), the relay only routes.
+pub trait Downstream: Send + Sync {
+    /// The session, once it is attached.
+    fn link(&self, session: &str) -> Option<Link>;
+    /// Every attached session.
+    fn links(&self) -> Vec<Link>;
+}
+
 #[derive(Default)]
 struct RelayState {
-    sessions: HashMap<String, SessionLink>,
     calls: Vec<InFlight>,
     ended: Vec<EndedCall>,
     /// (server, the upstream's URI) → the sessions subscribed to it.
@@ -125,13 +133,14 @@ pub struct Relay {
     state: Mutex<RelayState>,
     next: AtomicU64,
     forward: Mutex<Option<UpdateForward>>,
+    /// The sessions, given once the gateway has them; before that there is nobody to send to.
+    downstream: OnceLock<Arc<dyn Downstream>>,
 }
 
 impl std::fmt::Debug for Relay {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let state = self.lock();
         f.debug_struct("Relay")
-            .field("sessions", &state.sessions.len())
             .field("calls", &state.calls.len())
             .field("ended_calls", &state.ended.len())
             .field("subscriptions", &state.subscriptions.len())
@@ -188,7 +197,7 @@ impl Drop for InFlightGuard {
 }
 
 /// Rank of a log level, least severe first.
-fn severity(level: LoggingLevel) -> u8 {
+pub(crate) fn severity(level: LoggingLevel) -> u8 {
     match level {
         LoggingLevel::Debug => 0,
         LoggingLevel::Info => 1,
@@ -212,50 +221,33 @@ impl Relay {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Remembers how to reach a session (its first request after initialize does this), and
-    /// which upstreams its scope reaches.
-    pub fn attach(&self, session: &str, peer: &Peer<RoleServer>, reach: Reach) {
-        let order = self.next.fetch_add(1, Ordering::Relaxed);
-        let mut state = self.lock();
-        state
-            .sessions
-            .entry(session.to_string())
-            .or_insert_with(|| SessionLink {
-                peer: peer.clone(),
-                log_level: None,
-                attached: order,
-                reach,
-            });
+    /// The sessions the relay sends to (the gateway's, once it has them).
+    pub fn reach_sessions(&self, downstream: Arc<dyn Downstream>) {
+        if self.downstream.set(downstream).is_err() {
+            tracing::debug!("the relay already reaches the sessions");
+        }
     }
 
-    fn candidate(state: &RelayState, session: &str) -> Option<Candidate> {
-        let link = state.sessions.get(session)?;
-        Some(Candidate {
-            session: session.to_string(),
-            peer: link.peer.clone(),
-            reach: link.reach.clone(),
-        })
+    fn link(&self, session: &str) -> Option<Link> {
+        self.downstream.get()?.link(session)
     }
 
-    /// Whether the session holds nothing that must stay with its connection: no log level asked
-    /// for, no resource subscription, no call in flight. Such a session can rest
-    /// (`http.sessionRestAfterSecs`) and come back without a difference its client could see.
+    fn links(&self) -> Vec<Link> {
+        self.downstream.get().map_or_else(Vec::new, |d| d.links())
+    }
+
+    /// Whether the session holds nothing here that must stay with its connection: no resource
+    /// subscription, no call in flight.
     pub fn holds_nothing(&self, session: &str) -> bool {
         let state = self.lock();
-        state
-            .sessions
-            .get(session)
-            .is_none_or(|link| link.log_level.is_none())
-            && !state.subscriptions.values().any(|s| s.contains(session))
+        !state.subscriptions.values().any(|s| s.contains(session))
             && !state.calls.iter().any(|call| call.session == session)
     }
 
-    /// Forgets a session; returns the upstream subscriptions nobody holds any more, for the
-    /// caller to end upstream.
+    /// Forgets a session's subscriptions; returns the upstream subscriptions nobody holds any
+    /// more, for the caller to end upstream.
     pub fn end_session(&self, session: &str) -> Vec<(String, String)> {
         let mut state = self.lock();
-        state.sessions.remove(session);
-        crate::memory::shrink_when_sparse(&mut state.sessions);
         let mut orphaned = Vec::new();
         state.subscriptions.retain(|key, sessions| {
             sessions.remove(session);
@@ -290,8 +282,8 @@ impl Relay {
     /// request may belong to any call in flight on `server`, or to one that ended without its
     /// answer not long ago, so it goes to a session only when every such call is that session's,
     /// one of them is still in flight, and its scope reaches the server.
-    fn asked_session(&self, server: &str, method: &str) -> Result<Candidate, ErrorData> {
-        let (live, ended, candidate) = {
+    fn asked_session(&self, server: &str, method: &str) -> Result<Link, ErrorData> {
+        let (live, ended, only) = {
             let mut state = self.lock();
             let now = Instant::now();
             state.ended.retain(|e| e.until > now);
@@ -307,13 +299,11 @@ impl Relay {
                 .filter(|e| e.server == server && !live.contains(e.session.as_str()))
                 .map(|e| e.session.as_str())
                 .collect();
-            let candidate = match (live.len(), ended.len()) {
-                (1, 0) => live
-                    .first()
-                    .and_then(|session| Self::candidate(&state, session)),
+            let only = match (live.len(), ended.len()) {
+                (1, 0) => live.first().map(|session| session.to_string()),
                 _ => None,
             };
-            (live.len(), ended.len(), candidate)
+            (live.len(), ended.len(), only)
         };
         match (live, ended) {
             (0, 0) => return Err(no_caller(server, method)),
@@ -341,8 +331,8 @@ impl Relay {
                 ));
             }
         }
-        match candidate {
-            Some(candidate) if candidate.reaches(server) => Ok(candidate),
+        match only.and_then(|session| self.link(&session)) {
+            Some(link) if link.reaches(server) => Ok(link),
             // The session closed, or its scope does not reach this server.
             _ => Err(no_caller(server, method)),
         }
@@ -350,33 +340,30 @@ impl Relay {
 
     /// The session to ask for roots: the one of the most recent call in flight on `server` whose
     /// scope reaches it, else the most recent session offering roots whose scope does.
-    fn roots_holder(&self, server: &str) -> Option<Candidate> {
-        let (callers, offering) = {
-            let state = self.lock();
-            let callers: Vec<Candidate> = state
-                .calls
-                .iter()
-                .rev()
-                .filter(|c| c.server == server)
-                .filter_map(|c| Self::candidate(&state, &c.session))
-                .collect();
-            let mut offering: Vec<(u64, Candidate)> = state
-                .sessions
-                .iter()
-                .filter(|(_, link)| {
-                    link.peer
-                        .peer_info()
-                        .is_some_and(|info| info.capabilities.roots.is_some())
-                })
-                .filter_map(|(id, link)| Some((link.attached, Self::candidate(&state, id)?)))
-                .collect();
-            offering.sort_by_key(|(attached, _)| std::cmp::Reverse(*attached));
-            (callers, offering)
-        };
-        callers
+    fn roots_holder(&self, server: &str) -> Option<Link> {
+        let callers: Vec<String> = self
+            .lock()
+            .calls
+            .iter()
+            .rev()
+            .filter(|c| c.server == server)
+            .map(|c| c.session.clone())
+            .collect();
+        let mut offering: Vec<Link> = self
+            .links()
             .into_iter()
-            .chain(offering.into_iter().map(|(_, candidate)| candidate))
-            .find(|candidate| candidate.reaches(server))
+            .filter(|link| {
+                link.peer
+                    .peer_info()
+                    .is_some_and(|info| info.capabilities.roots.is_some())
+            })
+            .collect();
+        offering.sort_by_key(|link| std::cmp::Reverse(link.attached));
+        callers
+            .iter()
+            .filter_map(|session| self.link(session))
+            .chain(offering)
+            .find(|link| link.reaches(server))
     }
 
     /// Sends an upstream's progress to the client whose call it is about, under the client's
@@ -390,13 +377,11 @@ impl Relay {
                 .find(|c| {
                     c.server == server && c.upstream_token.as_ref() == Some(&params.progress_token)
                 })
-                .and_then(|c| {
-                    let token = c.client_token.clone()?;
-                    let peer = state.sessions.get(&c.session)?.peer.clone();
-                    Some((c.session.clone(), token, peer))
-                })
+                .and_then(|c| Some((c.session.clone(), c.client_token.clone()?)))
         };
-        let Some((session, token, peer)) = target else {
+        let Some((session, token, peer)) = target
+            .and_then(|(session, token)| Some((session.clone(), token, self.link(&session)?.peer)))
+        else {
             tracing::trace!(server, "progress for no call that asked for it; dropped");
             return;
         };
@@ -404,30 +389,6 @@ impl Relay {
         if let Err(e) = peer.notify_progress(params).await {
             tracing::debug!(session, error = %e, "cannot send progress");
         }
-    }
-
-    /// Records a session's log level; returns the most verbose level any session asked for,
-    /// which is what the upstreams are set to.
-    pub fn set_log_level(&self, session: &str, level: LoggingLevel) -> LoggingLevel {
-        let mut state = self.lock();
-        if let Some(link) = state.sessions.get_mut(session) {
-            link.log_level = Some(level);
-        }
-        state
-            .sessions
-            .values()
-            .filter_map(|l| l.log_level)
-            .min_by_key(|l| severity(*l))
-            .unwrap_or(level)
-    }
-
-    /// The most verbose level any session asked for, if any did.
-    pub fn log_level(&self) -> Option<LoggingLevel> {
-        self.lock()
-            .sessions
-            .values()
-            .filter_map(|l| l.log_level)
-            .min_by_key(|l| severity(*l))
     }
 
     /// An upstream's log message, to the sessions that asked for its level or a more verbose one
@@ -439,31 +400,25 @@ impl Relay {
             Some(logger) => format!("{server}/{logger}"),
             None => server.to_string(),
         });
-        let candidates: Vec<Candidate> = {
-            let state = self.lock();
-            let callers: BTreeSet<&str> = state
-                .calls
-                .iter()
-                .filter(|c| c.server == server)
-                .map(|c| c.session.as_str())
-                .collect();
-            state
-                .sessions
-                .iter()
-                .filter(|(id, link)| {
-                    link.log_level
-                        .is_some_and(|wanted| severity(params.level) >= severity(wanted))
-                        && (callers.is_empty() || callers.contains(id.as_str()))
-                })
-                .filter_map(|(id, _)| Self::candidate(&state, id))
-                .collect()
-        };
-        for candidate in candidates {
-            if !candidate.reaches(server) {
+        let callers: BTreeSet<String> = self
+            .lock()
+            .calls
+            .iter()
+            .filter(|c| c.server == server)
+            .map(|c| c.session.clone())
+            .collect();
+        for link in self.links() {
+            let wants = link
+                .log_level
+                .is_some_and(|wanted| severity(params.level) >= severity(wanted));
+            if !wants
+                || !(callers.is_empty() || callers.contains(&link.session))
+                || !link.reaches(server)
+            {
                 continue;
             }
-            if let Err(e) = candidate.peer.notify_logging_message(params.clone()).await {
-                tracing::debug!(session = candidate.session, error = %e, "cannot send a log message");
+            if let Err(e) = link.peer.notify_logging_message(params.clone()).await {
+                tracing::debug!(session = link.session, error = %e, "cannot send a log message");
             }
         }
     }
@@ -510,7 +465,7 @@ impl Relay {
     /// `notifications/resources/updated` from an upstream, to the sessions subscribed to that
     /// resource, under its gateway URI.
     pub async fn resource_updated(&self, server: &str, uri: &str) {
-        let peers: Vec<(String, Peer<RoleServer>)> = {
+        let subscribed: Vec<String> = {
             let state = self.lock();
             let key = (server.to_string(), uri.to_string());
             state
@@ -518,9 +473,13 @@ impl Relay {
                 .get(&key)
                 .into_iter()
                 .flatten()
-                .filter_map(|s| Some((s.clone(), state.sessions.get(s)?.peer.clone())))
+                .cloned()
                 .collect()
         };
+        let peers: Vec<(String, Peer<RoleServer>)> = subscribed
+            .into_iter()
+            .filter_map(|session| Some((session.clone(), self.link(&session)?.peer)))
+            .collect();
         let public = resources::public_uri(server, uri);
         let forward = self
             .forward
@@ -545,7 +504,7 @@ impl Relay {
     /// A notification rmcp has no type for (such as `notifications/elicitation/complete` of a URL
     /// elicitation), to the session a request of `server` would go to; dropped otherwise.
     pub async fn custom_notification(&self, server: &str, notification: CustomNotification) {
-        let Ok(Candidate { session, peer, .. }) = self.asked_session(server, &notification.method)
+        let Ok(Link { session, peer, .. }) = self.asked_session(server, &notification.method)
         else {
             tracing::debug!(server, method = %notification.method, "notification for no single session's call; dropped");
             return;
@@ -560,15 +519,6 @@ impl Relay {
         }
     }
 
-    /// Every reachable session, for list_changed notifications that concern them all.
-    pub fn peers(&self) -> Vec<(String, Peer<RoleServer>)> {
-        self.lock()
-            .sessions
-            .iter()
-            .map(|(id, link)| (id.clone(), link.peer.clone()))
-            .collect()
-    }
-
     /// `sampling/createMessage` from `server`, asked of the client of the call in flight.
     pub async fn create_message(
         &self,
@@ -576,8 +526,7 @@ impl Relay {
         params: CreateMessageRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<CreateMessageResult, ErrorData> {
-        let Candidate { session, peer, .. } =
-            self.asked_session(server, "sampling/createMessage")?;
+        let Link { session, peer, .. } = self.asked_session(server, "sampling/createMessage")?;
         require(&peer, "sampling/createMessage", |c| c.sampling.is_some())?;
         let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
         match forward(server, &session, &peer, request, context).await? {
@@ -593,7 +542,7 @@ impl Relay {
         params: ElicitRequestParams,
         context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, ErrorData> {
-        let Candidate { session, peer, .. } = self.asked_session(server, "elicitation/create")?;
+        let Link { session, peer, .. } = self.asked_session(server, "elicitation/create")?;
         require(&peer, "elicitation/create", |c| c.elicitation.is_some())?;
         let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
         match forward(server, &session, &peer, request, context).await? {
@@ -610,7 +559,7 @@ impl Relay {
         server: &str,
         context: RequestContext<RoleClient>,
     ) -> Result<ListRootsResult, ErrorData> {
-        let Some(Candidate { session, peer, .. }) = self.roots_holder(server) else {
+        let Some(Link { session, peer, .. }) = self.roots_holder(server) else {
             tracing::debug!(server, "roots/list with no client offering roots: none yet");
             return Ok(ListRootsResult::default());
         };

@@ -10,6 +10,8 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 
+#[allow(deprecated)] // logging/setLevel: still what every 2025-11-25 client speaks
+use rmcp::model::LoggingLevel;
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use toolsearch_core::disclosure::{Disclosure, SessionSnapshot};
@@ -17,6 +19,7 @@ use toolsearch_core::Scope;
 
 use crate::error::{GatewayError, Result};
 use crate::offload::{OffloadStore, StoredOutput};
+use crate::relay::{Downstream, Link, Reach};
 use crate::rest::{SharedEngine, TokenId};
 use crate::shared::{Notice, NoticeKind, SharedOutput, SharedSessions, SharedStateError};
 use crate::upstream::supervisor::UpstreamManager;
@@ -36,6 +39,7 @@ enum Access {
 }
 
 /// One downstream session.
+#[allow(deprecated)] // logging/setLevel: still what every 2025-11-25 client speaks
 #[derive(Default)]
 struct Session {
     peer: Option<Peer<RoleServer>>,
@@ -49,8 +53,11 @@ struct Session {
     /// The client's `Mcp-Session-Id` (HTTP), the key of what the session keeps: the same on every
     /// replica that serves it.
     shared_id: Option<String>,
-    /// Whether the relay knows the session's peer (for the upstreams' requests to clients).
-    attached: bool,
+    /// Attachment order, once the session can be sent what upstreams send (its first request
+    /// after `initialize`), with which upstreams its scope reaches.
+    attached: Option<(u64, Reach)>,
+    /// The level the client asked for with `logging/setLevel`; no log messages until it does.
+    log_level: Option<LoggingLevel>,
     /// Its connection is being let go while the session rests (`http.sessionRestAfterSecs`):
     /// what it keeps under its shared key stays for the connection that brings it back.
     resting: bool,
@@ -78,7 +85,7 @@ pub(crate) struct Ended {
 }
 
 /// What a session keeps outside [`Sessions`]: its reveals (the disclosure), its large outputs,
-/// its place in the relay (peer, subscriptions, calls), all ended or kept with it here.
+/// its place in the relay (subscriptions, calls), all ended or kept with it here.
 pub(crate) struct Kept<'a> {
     pub disclosure: &'a Disclosure,
     pub offload: Option<&'a OffloadStore>,
@@ -261,28 +268,19 @@ impl Sessions {
         self.lock().get(session).and_then(|e| e.shared_id.clone())
     }
 
-    /// Records the session's peer the first time it is attached; `true` that first time, when
-    /// the caller tells the relay.
-    pub fn attach(&self, session: &str, peer: &Peer<RoleServer>) -> bool {
-        let mut sessions = self.lock();
-        let entry = sessions.entry(session.to_string()).or_default();
-        if entry.attached {
-            return false;
-        }
-        entry.attached = true;
-        entry.peer.get_or_insert_with(|| peer.clone());
-        true
-    }
-
-    /// Records how to reach a session (once) and tells the relay which upstreams its scope
-    /// reaches: their logs and requests go to no other session.
+    /// Makes the session one the upstreams' messages can reach (once): its peer, and which
+    /// upstreams its scope reaches; their logs and requests go to no other session.
     pub fn attach_reaching(&self, session: &str, peer: &Peer<RoleServer>, kept: &Kept<'_>) {
-        if !self.attach(session, peer) {
+        if self
+            .lock()
+            .get(session)
+            .is_some_and(|e| e.attached.is_some())
+        {
             return;
         }
         let scope = self.scope(session);
         let engine = kept.engine.clone();
-        let reach: crate::relay::Reach = Arc::new(move |server: &str| {
+        let reach: Reach = Arc::new(move |server: &str| {
             scope.is_all()
                 || crate::relay::scope_reaches_server(
                     &scope,
@@ -290,7 +288,28 @@ impl Sessions {
                     server,
                 )
         });
-        kept.upstreams.relay().attach(session, peer, reach);
+        let order = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut sessions = self.lock();
+        let entry = sessions.entry(session.to_string()).or_default();
+        entry.peer.get_or_insert_with(|| peer.clone());
+        entry.attached.get_or_insert((order, reach));
+    }
+
+    /// Records a session's log level; returns the most verbose level any session asked for,
+    /// which is what the upstreams are set to.
+    #[allow(deprecated)] // logging/setLevel: still what every 2025-11-25 client speaks
+    pub fn set_log_level(&self, session: &str, level: LoggingLevel) -> LoggingLevel {
+        let mut sessions = self.lock();
+        if let Some(entry) = sessions.get_mut(session) {
+            entry.log_level = Some(level);
+        }
+        most_verbose(&sessions).unwrap_or(level)
+    }
+
+    /// The most verbose level any session asked for, if any did.
+    #[allow(deprecated)] // logging/setLevel: still what every 2025-11-25 client speaks
+    pub fn log_level(&self) -> Option<LoggingLevel> {
+        most_verbose(&self.lock())
     }
 
     /// Ends a session: the one place that does. Its upstream subscriptions no other session
@@ -324,14 +343,18 @@ impl Sessions {
     }
 
     /// Lets the session named `mcp_session_id` rest when it holds nothing that must stay with
-    /// its connection (`Relay::holds_nothing`): once its connection is closed, its reveals and
+    /// its connection (no log level asked for, nothing in `Relay::holds_nothing`): once its connection is closed, its reveals and
     /// stored outputs stay under its name for the connection that brings it back. False
     /// (nothing changed) when it must stay as it is.
     pub fn rest_named(&self, mcp_session_id: &str, kept: &Kept<'_>) -> bool {
         let Some(session) = self.named(mcp_session_id) else {
             return false;
         };
-        kept.upstreams.relay().holds_nothing(&session) && self.rest(&session)
+        let asked_for_logs = self
+            .lock()
+            .get(&session)
+            .is_some_and(|e| e.log_level.is_some());
+        !asked_for_logs && kept.upstreams.relay().holds_nothing(&session) && self.rest(&session)
     }
 
     /// Forgets what a resting session kept (its reveals and stored outputs): it ended without
@@ -600,6 +623,41 @@ impl Sessions {
     }
 }
 
+/// The most verbose log level of `sessions`, if any asked for one.
+#[allow(deprecated)] // logging/setLevel: still what every 2025-11-25 client speaks
+fn most_verbose(sessions: &HashMap<String, Session>) -> Option<LoggingLevel> {
+    sessions
+        .values()
+        .filter_map(|e| e.log_level)
+        .min_by_key(|level| crate::relay::severity(*level))
+}
+
+impl Session {
+    fn link(&self, id: &str) -> Option<Link> {
+        let (attached, reach) = self.attached.clone()?;
+        Some(Link {
+            session: id.to_string(),
+            peer: self.peer.clone()?,
+            reach,
+            log_level: self.log_level,
+            attached,
+        })
+    }
+}
+
+impl Downstream for Sessions {
+    fn link(&self, session: &str) -> Option<Link> {
+        self.lock().get(session)?.link(session)
+    }
+
+    fn links(&self) -> Vec<Link> {
+        self.lock()
+            .iter()
+            .filter_map(|(id, entry)| entry.link(id))
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -686,6 +744,33 @@ mod tests {
             "an ended session sees nothing"
         );
         assert_eq!(sessions.len(), 2);
+    }
+
+    /// Log levels are the sessions': the upstreams are set to the most verbose any session
+    /// asked for, and a session the relay cannot reach yet (not attached) is no link of it.
+    #[test]
+    #[allow(deprecated)] // logging/setLevel: still what every 2025-11-25 client speaks
+    fn the_upstreams_log_at_the_most_verbose_level_a_session_asked_for() {
+        let sessions = sessions();
+        let (quiet, chatty) = (sessions.open(), sessions.open());
+        assert_eq!(sessions.log_level(), None, "no session asked: no level");
+        assert_eq!(
+            sessions.set_log_level(&quiet, LoggingLevel::Error),
+            LoggingLevel::Error
+        );
+        assert_eq!(
+            sessions.set_log_level(&chatty, LoggingLevel::Debug),
+            LoggingLevel::Debug
+        );
+        assert_eq!(
+            sessions.set_log_level(&chatty, LoggingLevel::Warning),
+            LoggingLevel::Warning,
+            "a session's new level replaces its old one"
+        );
+        sessions.remove(&chatty);
+        assert_eq!(sessions.log_level(), Some(LoggingLevel::Error));
+        assert!(Downstream::link(&sessions, &quiet).is_none());
+        assert!(Downstream::links(&sessions).is_empty());
     }
 
     #[test]

@@ -616,8 +616,9 @@ mod tests {
         assert!(!served.serves("search_tools"), "meta-tools are the core's");
 
         let engine = SearchEngine::from_tools(Vec::new()).unwrap();
-        let sessions = Sessions::new(Arc::new(crate::shared::InProcess::default()));
-        let passthrough = Passthrough::new(upstreams, Arc::new(RwLock::new(engine)));
+        let sessions = Arc::new(Sessions::new(Arc::new(crate::shared::InProcess::default())));
+        let passthrough =
+            Passthrough::new(upstreams, Arc::new(RwLock::new(engine)), sessions.clone());
         let session = SessionRef {
             id: "s1".into(),
             scope: Arc::new(Scope::all()),
