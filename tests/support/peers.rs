@@ -44,6 +44,19 @@ pub fn spawn_everything_http(port: u16) -> std::process::Child {
         .expect("node must be on PATH to run server-everything")
 }
 
+/// server-everything over the legacy HTTP+SSE transport at `http://127.0.0.1:PORT/sse`, its
+/// output discarded.
+pub fn spawn_everything_sse(port: u16) -> std::process::Child {
+    std::process::Command::new("node")
+        .arg(everything_js())
+        .arg("sse")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("node must be on PATH to run server-everything")
+}
+
 pub fn venv_python() -> String {
     require(
         peers_dir().join("venv/bin/python"),

@@ -342,6 +342,33 @@ fn client_requests_progress_and_logs_from_http_upstreams() {
     client_requests_session_with(Transport::Http, &config);
 }
 
+/// The same with both upstreams on the legacy HTTP+SSE transport (`type = "sse"`): progress,
+/// the upstreams' requests to the client, logs and subscriptions all arrive on the one event
+/// stream each upstream holds open.
+#[test]
+fn client_requests_progress_and_logs_from_legacy_sse_upstreams() {
+    let everything = peers::start_everything_sse();
+    let second = peers::start_everything_sse();
+    let dir = peers::scratch("passthrough-cli");
+    let server = |name: &str, upstream: &peers::Service| {
+        format!(
+            "[mcpServers.{name}]\ntype = \"sse\"\nurl = \"http://127.0.0.1:{}/sse\"\n",
+            upstream.port
+        )
+    };
+    let config = dir.join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "{}\n{}\n[toolSearch]\npreset = \"search\"\n",
+            server("everything", &everything),
+            server("second", &second)
+        ),
+    )
+    .unwrap();
+    client_requests_session_with(Transport::Http, &config);
+}
+
 /// A client that offers neither sampling nor elicitation: the upstream's request gets the
 /// standard "method not found" answer, and the call reports it instead of hanging.
 #[test]

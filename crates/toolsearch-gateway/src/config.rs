@@ -471,6 +471,12 @@ pub enum Transport {
         /// show, so that a secret in the URL never reaches them.
         shown_url: String,
     },
+    /// The HTTP+SSE transport of MCP 2024-11-05 (`type = "sse"`): `url` is the event stream.
+    Sse {
+        url: String,
+        headers: BTreeMap<String, String>,
+        shown_url: String,
+    },
 }
 
 impl ServerConfig {
@@ -541,6 +547,7 @@ impl ServerConfig {
             .transport_type
             .as_deref()
             .map(|t| t.trim().to_ascii_lowercase().replace(['-', '_'], ""));
+        let mut legacy_sse = false;
         let want_http = match kind.as_deref() {
             None => match (&self.command, &self.url) {
                 (Some(_), Some(_)) => {
@@ -560,21 +567,23 @@ impl ServerConfig {
             Some("stdio") => false,
             Some("http") | Some("streamablehttp") => true,
             Some("sse") => {
-                return Err(
-                    "uses the legacy SSE transport, which the gateway does not support; point `url` at the server's Streamable HTTP endpoint (often `/mcp`) and set `type = \"http\"`"
-                        .into(),
-                )
+                legacy_sse = true;
+                true
             }
             Some(other) => {
                 return Err(format!(
-                    "has unknown type `{other}`; use `stdio` or `http` (Streamable HTTP)"
+                    "has unknown type `{other}`; use `stdio`, `http` (Streamable HTTP) or `sse` (the legacy HTTP+SSE transport)"
                 ))
             }
         };
         if want_http {
             let url = self.url.clone().ok_or_else(|| {
-                "is a Streamable HTTP server but has no `url`; add the server's endpoint, e.g. `http://127.0.0.1:3001/mcp`"
-                    .to_string()
+                if legacy_sse {
+                    "is a legacy SSE server but has no `url`; add the server's event-stream endpoint, e.g. `http://127.0.0.1:3001/sse`"
+                } else {
+                    "is a Streamable HTTP server but has no `url`; add the server's endpoint, e.g. `http://127.0.0.1:3001/mcp`"
+                }
+                .to_string()
             })?;
             if !(url.starts_with("http://") || url.starts_with("https://")) {
                 return Err(format!(
@@ -589,10 +598,18 @@ impl ServerConfig {
                 check_header(name, &value)?;
                 headers.insert(name.clone(), value);
             }
-            Ok(Transport::StreamableHttp {
-                url,
-                headers,
-                shown_url,
+            Ok(if legacy_sse {
+                Transport::Sse {
+                    url,
+                    headers,
+                    shown_url,
+                }
+            } else {
+                Transport::StreamableHttp {
+                    url,
+                    headers,
+                    shown_url,
+                }
             })
         } else {
             let command = self.command.clone().ok_or_else(|| {
@@ -2194,9 +2211,12 @@ mod tests {
         assert_eq!(err.key, "mcpServers.a");
         assert!(err.message.contains("neither `command`"), "{err}");
 
-        let err =
-            json(r#"{"mcpServers": {"a": {"type": "sse", "url": "http://x/sse"}}}"#).unwrap_err();
-        assert!(err.message.contains("SSE"), "{err}");
+        let sse = json(r#"{"mcpServers": {"a": {"type": "sse", "url": "http://x/sse"}}}"#).unwrap();
+        assert!(
+            matches!(sse.mcp_servers.get("a").unwrap().transport(), Ok(Transport::Sse { ref url, .. }) if url == "http://x/sse")
+        );
+        let err = json(r#"{"mcpServers": {"a": {"type": "sse"}}}"#).unwrap_err();
+        assert!(err.message.contains("legacy SSE"), "{err}");
 
         let err = json(r#"{"mcpServers": {"a___b": {"command": "x"}}}"#).unwrap_err();
         assert!(err.message.contains("separator"), "{err}");

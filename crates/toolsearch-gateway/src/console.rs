@@ -139,6 +139,7 @@ async fn upstreams(
         let transport = match config.mcp_servers.get(&name).map(|s| s.transport()) {
             Some(Ok(Transport::Stdio { .. })) => "stdio",
             Some(Ok(Transport::StreamableHttp { .. })) => "http",
+            Some(Ok(Transport::Sse { .. })) => "sse",
             _ => "unknown",
         };
         let (last_error, retry_in_ms) = match &state {

@@ -546,6 +546,17 @@ pub fn start_everything_http() -> Service {
     service
 }
 
+/// server-everything over the legacy HTTP+SSE transport on a free loopback port (`/sse`).
+pub fn start_everything_sse() -> Service {
+    let port = free_port();
+    let service = Service {
+        child: spawn_everything_sse(port),
+        port,
+    };
+    wait_for_port(port, "server-everything (SSE)");
+    service
+}
+
 /// A Redis server of its own on a free loopback port, with no persistence.
 pub fn start_redis() -> Service {
     let port = free_port();

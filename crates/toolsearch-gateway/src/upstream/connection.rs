@@ -33,6 +33,7 @@ use crate::config::Transport as ServerTransport;
 use crate::relay::Relay;
 use crate::upstream::child_env;
 use crate::upstream::http::{HttpCalls, HttpTransport};
+use crate::upstream::sse::SseTransport;
 use crate::upstream::wire;
 
 /// What the connection tells its supervisor.
@@ -228,6 +229,9 @@ pub enum UpstreamError {
     #[error("cannot connect to `{url}`: {reason}; check that the server is running and the url (often ending in `/mcp`) and headers are right")]
     Connect { url: String, reason: String },
 
+    #[error("cannot connect to the legacy SSE server at `{url}`: {reason}; check that the server is running and the url (often ending in `/sse`) and headers are right")]
+    ConnectSse { url: String, reason: String },
+
     #[error("cannot build the HTTP client for `{url}`: {source}; the system's TLS or network settings may be unusable")]
     HttpClient {
         url: String,
@@ -334,6 +338,11 @@ pub(crate) async fn connect(
             headers,
             shown_url,
         } => connect_http(client, url, headers, shown_url).await,
+        ServerTransport::Sse {
+            url,
+            headers,
+            shown_url,
+        } => connect_sse(client, url, headers, shown_url).await,
     }
 }
 
@@ -434,6 +443,42 @@ async fn connect_http(
             url: shown_url.to_string(),
             reason: without_type_names(&source.to_string().replace(url, shown_url)),
         }),
+    }
+}
+
+/// Opens a legacy SSE server's event stream and runs the MCP handshake over it; its calls go
+/// through rmcp's service like a stdio server's.
+async fn connect_sse(
+    client: UpstreamClient,
+    url: &str,
+    headers: &BTreeMap<String, String>,
+    shown_url: &str,
+) -> Result<Connection, UpstreamError> {
+    let server = client.server.clone();
+    let headers = header_map(headers)?;
+    let http =
+        wire::GuardedHttpClient::new(&server).map_err(|source| UpstreamError::HttpClient {
+            url: shown_url.to_string(),
+            source,
+        })?;
+    let failed = |reason: String| UpstreamError::ConnectSse {
+        url: shown_url.to_string(),
+        reason: without_type_names(&reason.replace(url, shown_url)),
+    };
+    let transport = SseTransport::connect(&server, http, url, headers)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    match client.serve(transport).await {
+        Ok(service) => {
+            tracing::info!(target: "upstream", server = %server, url = %shown_url, "connected to legacy SSE server");
+            Ok(Connection {
+                service,
+                pid: None,
+                stderr: StderrTail::default(),
+                http_calls: None,
+            })
+        }
+        Err(source) => Err(failed(source.to_string())),
     }
 }
 

@@ -1,5 +1,5 @@
-//! The gateway's side of its upstream MCP servers: one [`connection`] per server (a child process
-//! or a Streamable HTTP client), the [`supervisor`] that starts, watches and restarts them and is
+//! The gateway's side of its upstream MCP servers: one [`connection`] per server (a child process,
+//! a Streamable HTTP client, or a legacy [`sse`] client), the [`supervisor`] that starts, watches and restarts them and is
 //! the handle the rest of the gateway uses, the [`wire`] guards that read an upstream's output
 //! before the MCP library parses it, the [`http`] calls posted to HTTP servers, each server's
 //! [`state`], and what a child process inherits of the gateway's environment ([`child_env`]).
@@ -10,6 +10,7 @@
 pub mod child_env;
 pub(crate) mod connection;
 pub(crate) mod http;
+pub(crate) mod sse;
 pub(crate) mod state;
 pub(crate) mod supervisor;
 pub(crate) mod wire;
