@@ -1609,3 +1609,123 @@ fn server_entries_take_secrets_from_the_environment() {
         "names the variable and the key: {said}"
     );
 }
+
+/// An HTTP upstream that refuses the gateway's credentials is a state, not a failure loop: with
+/// no token (401 with a challenge) or a wrong one (401 without), the console, `/metrics` and a
+/// search say it needs authorization and which setting gives it; with a token that lacks a
+/// permission (403), that the token lacks scope `tools:call`. None is tried again at once, though
+/// the supervisor's backoff starts at 50 ms; the entry whose token comes from the environment is
+/// served. No token value reaches the log, `/metrics` or the console.
+#[test]
+fn an_upstream_that_refuses_the_credentials_needs_authorization() {
+    let dir = scratch();
+    let token = format!("tok-{}", std::process::id());
+    let refusals = dir.join("refusals.txt");
+    let server = peers::bad_http_server(
+        0,
+        &[
+            "--token",
+            &token,
+            "--weak-token",
+            "weak-token",
+            "--refusals",
+            refusals.to_str().unwrap(),
+        ],
+    );
+    let url = toml_str(&server.url);
+    let text = format!(
+        "[mcpServers.nokey]\nurl = {url}\n\n\
+         [mcpServers.wrong]\nurl = {url}\nheaders = {{ Authorization = \"Bearer not-the-token\" }}\n\n\
+         [mcpServers.weak]\nurl = {url}\nheaders = {{ Authorization = \"Bearer ${{TS_WEAK}}\" }}\n\n\
+         [mcpServers.good]\nurl = {url}\nheaders = {{ Authorization = \"Bearer ${{TS_GOOD}}\" }}\n\n\
+         [supervisor]\ninitialBackoffMs = 50\n"
+    );
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, text).unwrap();
+    let mut command = toolsearch();
+    command
+        .args(["serve", "--http", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .env_remove("RUST_LOG")
+        .env("TS_WEAK", "weak-token")
+        .env("TS_GOOD", &token);
+    let gateway = GatewayIn(peers::spawn_listening(command));
+
+    // The refusals come back within the start-up; the wait is for the three states to settle.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let states = loop {
+        let states: Vec<Value> = ["nokey", "wrong", "weak", "good"]
+            .iter()
+            .map(|name| gateway.upstream(name))
+            .collect();
+        let settled = states[..3]
+            .iter()
+            .all(|s| s["state"] == "needs_authorization")
+            && states[3]["state"] == "ready";
+        if settled || std::time::Instant::now() > deadline {
+            break states;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    for (state, says) in states[..2].iter().zip(["401", "401"]) {
+        assert_eq!(state["state"], "needs_authorization", "{state}");
+        let error = state["lastError"].as_str().unwrap();
+        assert!(
+            error.contains(says) && error.contains("`headers`") && error.contains("Bearer ${"),
+            "says what to set: {state}"
+        );
+    }
+    let weak = &states[2];
+    assert_eq!(weak["state"], "needs_authorization", "{weak}");
+    let error = weak["lastError"].as_str().unwrap();
+    assert!(
+        error.contains("403")
+            && error.contains("lack a permission")
+            && error.contains("tools:call"),
+        "{weak}"
+    );
+    assert_eq!(states[3]["state"], "ready", "{}", states[3]);
+
+    // One refused start each, perhaps two: not the 50 ms backoff of a failing server.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let refused = std::fs::read_to_string(&refusals).unwrap_or_default();
+    assert!(
+        (3..=6).contains(&refused.lines().count()),
+        "each refusing entry tried once or twice in 2 s: {refused}"
+    );
+
+    let report = peers::run_client_at(
+        "mcp_client.py",
+        &gateway.0.url,
+        &json!([{"op": "call", "name": "search_tools", "arguments": {"query": "echo the text back"}}]),
+    );
+    let found = &step(&report, 0)["structured"];
+    let not_ready = found["serversNotReady"].to_string();
+    assert!(
+        not_ready.contains("nokey") && not_ready.contains("needs authorization"),
+        "a search names the server and why: {found}"
+    );
+    assert!(
+        found["tools"].to_string().contains("good___echo"),
+        "{found}"
+    );
+
+    let (status, metrics) = peers::http_raw(&gateway.addr(), "GET", "/metrics", None, None);
+    assert_eq!(status, 200);
+    assert!(
+        metrics.contains("state=\"needs_authorization\"} 1"),
+        "/metrics counts the state: {metrics}"
+    );
+    let (_, console) =
+        peers::http_raw(&gateway.addr(), "GET", "/api/console/upstreams", None, None);
+    for (what, text) in [
+        ("the log", gateway.log()),
+        ("/metrics", metrics),
+        ("the console", console),
+    ] {
+        assert!(
+            !text.contains(&token) && !text.contains("weak-token"),
+            "{what} shows a token: {text}"
+        );
+    }
+}

@@ -699,46 +699,13 @@ fn answers_over_the_line_limit_are_offloaded_or_refused_with_their_size_over_std
     assert_eq!(steps[3]["text"], "still answering");
 }
 
-/// A hand-written Streamable HTTP upstream (tests/clients/bad_http_server.py).
-struct BadHttpServer {
-    child: std::process::Child,
-    url: String,
-}
-
-impl Drop for BadHttpServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn bad_http_server() -> BadHttpServer {
-    bad_http_server_on(0)
+fn bad_http_server() -> peers::ScriptServer {
+    peers::bad_http_server(0, &[])
 }
 
 /// [`bad_http_server`] on `port` (0: a free one).
-fn bad_http_server_on(port: u16) -> BadHttpServer {
-    use std::io::BufRead;
-    let mut child = Command::new(venv_python())
-        .arg(peers::client("bad_http_server.py"))
-        .args(["--port", &port.to_string()])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()
-        .unwrap();
-    let mut port = String::new();
-    std::io::BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut port)
-        .unwrap();
-    let port: u16 = port
-        .trim()
-        .parse()
-        .unwrap_or_else(|e| panic!("bad_http_server.py printed no port ({e}): {port:?}"));
-    BadHttpServer {
-        child,
-        url: format!("http://127.0.0.1:{port}/mcp"),
-    }
+fn bad_http_server_on(port: u16) -> peers::ScriptServer {
+    peers::bad_http_server(port, &[])
 }
 
 /// One bad answer of a Streamable HTTP upstream (HTTP 500, an HTML page, a JSON body over the

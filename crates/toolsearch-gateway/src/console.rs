@@ -113,7 +113,7 @@ async fn overview(State(gateway): State<Arc<Gateway>>, grant: Grant) -> Json<Ove
 struct UpstreamView {
     name: String,
     transport: &'static str,
-    /// `starting`, `ready`, `restarting`, `failed` or `stopped`.
+    /// `starting`, `ready`, `restarting`, `failed`, `needs_authorization` or `stopped`.
     state: &'static str,
     /// The state in words, with the attempt, the next try and the last error.
     detail: String,
@@ -153,6 +153,7 @@ async fn upstreams(
                 Some(u64::try_from(retry_in.as_millis()).unwrap_or(u64::MAX)),
             ),
             ServerState::Failed { last_error, .. } => (Some(last_error.clone()), None),
+            ServerState::NeedsAuthorization { reason } => (Some(reason.clone()), None),
             _ => (None, None),
         };
         views.push(UpstreamView {

@@ -84,7 +84,14 @@ pub struct Metrics {
 }
 
 /// The states an upstream can be in, as the `state` label of `toolsearch_upstream_state`.
-pub const UPSTREAM_STATES: [&str; 5] = ["starting", "ready", "restarting", "failed", "stopped"];
+pub const UPSTREAM_STATES: [&str; 6] = [
+    "starting",
+    "ready",
+    "restarting",
+    "failed",
+    "needs_authorization",
+    "stopped",
+];
 
 impl Default for Metrics {
     fn default() -> Self {

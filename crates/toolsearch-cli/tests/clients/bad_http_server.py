@@ -3,7 +3,11 @@ tests of bad answers: it answers `initialize`, `tools/list` and `tools/call` as 
 except for the tools whose answer is bad on purpose. It listens at /mcp on a free port of
 127.0.0.1 and prints the port on stdout.
 
-    python bad_http_server.py [--port PORT]
+    python bad_http_server.py [--port PORT] [--token TOKEN [--weak-token WEAK] [--refusals FILE]]
+
+With `--token`, every request must carry `Authorization: Bearer TOKEN`: none gets 401 with a
+`WWW-Authenticate: Bearer` challenge, another token 401 without one, `WEAK` 403 with an
+`insufficient_scope` challenge naming scope `tools:call`; each refusal adds a line to FILE.
 
 Tools:
 - `echo(text)`: the text back (a JSON body);
@@ -70,8 +74,40 @@ async def answer(send, message):
     await respond(send, 200, "application/json", json.dumps(message).encode())
 
 
+def option(name):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else None
+
+
+TOKEN = option("--token")
+WEAK = option("--weak-token")
+REFUSALS = option("--refusals")
+
+
+async def refused(scope, send):
+    """Refuses a request without the token, as the options say; False when it may pass."""
+    if TOKEN is None:
+        return False
+    given = dict(scope["headers"]).get(b"authorization", b"").decode()
+    if given == f"Bearer {TOKEN}":
+        return False
+    if REFUSALS:
+        with open(REFUSALS, "a") as f:
+            f.write(f"{scope['method']} {given[:7]}\n")
+    if given == f"Bearer {WEAK}":
+        challenge = 'Bearer error="insufficient_scope", scope="tools:call"'
+        await respond(send, 403, "text/plain", b"forbidden", [("www-authenticate", challenge)])
+    elif not given:
+        await respond(send, 401, "text/plain", b"unauthorized", [("www-authenticate", 'Bearer realm="bad-http"')])
+    else:
+        await respond(send, 401, "text/plain", b"unauthorized")
+    return True
+
+
 async def app(scope, receive, send):
     if scope["type"] != "http":
+        return
+    if await refused(scope, send):
+        await read_body(receive)
         return
     if scope["path"] != "/mcp":
         await respond(send, 404, "text/plain", b"not found")

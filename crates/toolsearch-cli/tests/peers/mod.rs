@@ -619,3 +619,50 @@ pub fn run_client_with_replicas(script: &str, urls: &[String], plan: &Value) -> 
     command.arg("--replicas").arg(urls.join(","));
     finish_client(command).0
 }
+
+/// An HTTP upstream run from a script of tests/clients/ that prints its port on stdout; stopped
+/// when dropped.
+pub struct ScriptServer {
+    child: Child,
+    pub url: String,
+}
+
+impl Drop for ScriptServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The hand-written Streamable HTTP upstream (tests/clients/bad_http_server.py) on `port` (0: a
+/// free one), with the script's `options`.
+pub fn bad_http_server(port: u16, options: &[&str]) -> ScriptServer {
+    let port = port.to_string();
+    let mut args = vec!["--port", port.as_str()];
+    args.extend_from_slice(options);
+    script_server("bad_http_server.py", &args, "/mcp")
+}
+
+/// `script` of tests/clients/ run with `args`, reached at `path` on the port it prints.
+pub fn script_server(script: &str, args: &[&str], path: &str) -> ScriptServer {
+    let mut child = Command::new(venv_python())
+        .arg(client(script))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .unwrap();
+    let mut port = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut port)
+        .unwrap();
+    let port: u16 = port
+        .trim()
+        .parse()
+        .unwrap_or_else(|e| panic!("{script} printed no port ({e}): {port:?}"));
+    ScriptServer {
+        child,
+        url: format!("http://127.0.0.1:{port}{path}"),
+    }
+}

@@ -232,6 +232,12 @@ pub enum UpstreamError {
     #[error("cannot connect to the legacy SSE server at `{url}`: {reason}; check that the server is running and the url (often ending in `/sse`) and headers are right")]
     ConnectSse { url: String, reason: String },
 
+    #[error("`{url}` {refused}")]
+    CredentialsRefused {
+        url: String,
+        refused: CredentialsRefused,
+    },
+
     #[error("cannot build the HTTP client for `{url}`: {source}; the system's TLS or network settings may be unusable")]
     HttpClient {
         url: String,
@@ -271,7 +277,99 @@ pub enum UpstreamError {
     },
 }
 
+/// Why an HTTP upstream refused the gateway's request for its credentials.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CredentialsRefused {
+    /// HTTP 401: no credentials, or ones it does not take. `oauth` when its challenge points to
+    /// OAuth metadata (a sign-in server).
+    Missing { oauth: bool },
+    /// HTTP 403: the credentials lack a permission, the scope when the server named it.
+    LacksScope { scope: Option<String> },
+}
+
+impl std::fmt::Display for CredentialsRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        const HEADERS: &str = "in the entry's `headers`, from the gateway's environment (e.g. `headers = { Authorization = \"Bearer ${SERVER_TOKEN}\" }` with SERVER_TOKEN set where the gateway starts)";
+        match self {
+            CredentialsRefused::Missing { oauth: false } => write!(
+                f,
+                "answered 401 Unauthorized: the server wants credentials; give them {HEADERS}, then restart the server from the console or restart the gateway"
+            ),
+            CredentialsRefused::Missing { oauth: true } => write!(
+                f,
+                "answered 401 Unauthorized and offers OAuth sign-in, which the gateway does not do yet; give a token the service issues for API access (an access or personal token) {HEADERS}, then restart the server from the console or restart the gateway"
+            ),
+            CredentialsRefused::LacksScope { scope } => {
+                write!(f, "answered 403 Forbidden: the credentials in the entry's `headers` lack a permission")?;
+                if let Some(scope) = scope {
+                    write!(f, " (the server asks for scope `{scope}`)")?;
+                }
+                write!(f, "; use a token that has it")
+            }
+        }
+    }
+}
+
+/// The refusal of credentials that `error` (rmcp's, with its sources) reports, if that is why
+/// the request failed.
+pub(crate) fn credentials_refused(
+    error: &(dyn std::error::Error + 'static),
+) -> Option<CredentialsRefused> {
+    use rmcp::transport::streamable_http_client::{
+        AuthRequiredError, InsufficientScopeError, StreamableHttpError,
+    };
+    let mut source = Some(error);
+    while let Some(current) = source {
+        // rmcp keeps the transport's error in a field it does not give as the source.
+        if let Some(rmcp::service::ClientInitializeError::TransportError { error, .. }) =
+            current.downcast_ref::<rmcp::service::ClientInitializeError>()
+        {
+            source = Some(error.error.as_ref());
+            continue;
+        }
+        if let Some(required) = current.downcast_ref::<AuthRequiredError>() {
+            let oauth = required
+                .www_authenticate_header
+                .contains("resource_metadata");
+            return Some(CredentialsRefused::Missing { oauth });
+        }
+        if let Some(insufficient) = current.downcast_ref::<InsufficientScopeError>() {
+            return Some(CredentialsRefused::LacksScope {
+                scope: insufficient.required_scope.clone(),
+            });
+        }
+        if let Some(StreamableHttpError::UnexpectedServerResponse(text)) =
+            current.downcast_ref::<StreamableHttpError<reqwest::Error>>()
+        {
+            if text.starts_with("HTTP 401") {
+                return Some(CredentialsRefused::Missing { oauth: false });
+            }
+            if text.starts_with("HTTP 403") {
+                return Some(CredentialsRefused::LacksScope { scope: None });
+            }
+        }
+        if let Some(status) = current
+            .downcast_ref::<reqwest::Error>()
+            .and_then(reqwest::Error::status)
+        {
+            match status.as_u16() {
+                401 => return Some(CredentialsRefused::Missing { oauth: false }),
+                403 => return Some(CredentialsRefused::LacksScope { scope: None }),
+                _ => {}
+            }
+        }
+        source = current.source();
+    }
+    None
+}
+
 impl UpstreamError {
+    /// Whether the server refused the gateway's credentials: a state to report, not a failure
+    /// to retry at once.
+    pub(crate) fn needs_authorization(&self) -> bool {
+        matches!(self, UpstreamError::CredentialsRefused { .. })
+    }
+
     /// Adds the child's last stderr line, when it wrote one.
     pub(crate) fn with_stderr(self, tail: &StderrTail) -> Self {
         match tail.last() {
@@ -439,9 +537,15 @@ async fn connect_http(
                 http_calls: Some(Arc::new(calls)),
             })
         }
-        Err(source) => Err(UpstreamError::Connect {
-            url: shown_url.to_string(),
-            reason: without_type_names(&source.to_string().replace(url, shown_url)),
+        Err(source) => Err(match credentials_refused(&source) {
+            Some(refused) => UpstreamError::CredentialsRefused {
+                url: shown_url.to_string(),
+                refused,
+            },
+            None => UpstreamError::Connect {
+                url: shown_url.to_string(),
+                reason: without_type_names(&source.to_string().replace(url, shown_url)),
+            },
         }),
     }
 }
@@ -461,13 +565,19 @@ async fn connect_sse(
             url: shown_url.to_string(),
             source,
         })?;
-    let failed = |reason: String| UpstreamError::ConnectSse {
-        url: shown_url.to_string(),
-        reason: without_type_names(&reason.replace(url, shown_url)),
+    let failed = |error: &(dyn std::error::Error + 'static)| match credentials_refused(error) {
+        Some(refused) => UpstreamError::CredentialsRefused {
+            url: shown_url.to_string(),
+            refused,
+        },
+        None => UpstreamError::ConnectSse {
+            url: shown_url.to_string(),
+            reason: without_type_names(&error.to_string().replace(url, shown_url)),
+        },
     };
     let transport = SseTransport::connect(&server, http, url, headers)
         .await
-        .map_err(|e| failed(e.to_string()))?;
+        .map_err(|e| failed(&e))?;
     match client.serve(transport).await {
         Ok(service) => {
             tracing::info!(target: "upstream", server = %server, url = %shown_url, "connected to legacy SSE server");
@@ -478,7 +588,7 @@ async fn connect_sse(
                 http_calls: None,
             })
         }
-        Err(source) => Err(failed(source.to_string())),
+        Err(source) => Err(failed(&source)),
     }
 }
 
@@ -943,6 +1053,57 @@ mod tests {
             "Send message error Transport error: refused"
         );
         assert_eq!(without_type_names("a [b c] d [x::y]"), "a [b c] d ");
+    }
+
+    /// The refusals rmcp reports, with a challenge or without, are told apart from other
+    /// failures wherever they sit in the error's sources.
+    #[test]
+    fn refused_credentials_are_read_from_rmcps_errors() {
+        use rmcp::transport::streamable_http_client::{
+            AuthRequiredError, InsufficientScopeError, StreamableHttpError,
+        };
+        type HttpError = StreamableHttpError<reqwest::Error>;
+        let read =
+            |e: HttpError| credentials_refused(&crate::upstream::sse::SseTransportError::from(e));
+        assert_eq!(
+            read(HttpError::UnexpectedServerResponse(
+                "HTTP 401 Unauthorized: no".into()
+            )),
+            Some(CredentialsRefused::Missing { oauth: false })
+        );
+        assert_eq!(
+            read(HttpError::AuthRequired(AuthRequiredError::new(
+                r#"Bearer resource_metadata="https://x/.well-known/oauth-protected-resource""#
+                    .into()
+            ))),
+            Some(CredentialsRefused::Missing { oauth: true })
+        );
+        assert_eq!(
+            read(HttpError::InsufficientScope(InsufficientScopeError::new(
+                r#"Bearer error="insufficient_scope", scope="repo""#.into(),
+                Some("repo".into())
+            ))),
+            Some(CredentialsRefused::LacksScope {
+                scope: Some("repo".into())
+            })
+        );
+        assert_eq!(
+            read(HttpError::UnexpectedServerResponse(
+                "HTTP 403 Forbidden".into()
+            )),
+            Some(CredentialsRefused::LacksScope { scope: None })
+        );
+        assert_eq!(
+            read(HttpError::UnexpectedServerResponse(
+                "HTTP 404 Not Found".into()
+            )),
+            None
+        );
+        let said = CredentialsRefused::Missing { oauth: true }.to_string();
+        assert!(
+            said.contains("OAuth") && said.contains("`headers`"),
+            "{said}"
+        );
     }
     use serde_json::json;
 

@@ -23,6 +23,9 @@ pub enum ServerState {
     },
     /// Given up after `attempts` failed starts (supervisor.maxRestarts); restart it by hand.
     Failed { attempts: u32, last_error: String },
+    /// The server refused the gateway's credentials (HTTP 401 or 403): `reason` says what to
+    /// set. Tried again only now and then (supervisor.maxBackoffMs), never in a retry storm.
+    NeedsAuthorization { reason: String },
     /// Shut down with the gateway.
     Stopped,
 }
@@ -39,6 +42,7 @@ impl ServerState {
             ServerState::Ready => "ready",
             ServerState::Restarting { .. } => "restarting",
             ServerState::Failed { .. } => "failed",
+            ServerState::NeedsAuthorization { .. } => "needs_authorization",
             ServerState::Stopped => "stopped",
         }
     }
@@ -72,6 +76,9 @@ impl fmt::Display for ServerState {
                 f,
                 "failed, gave up after {attempts} attempts; last error: {last_error}"
             ),
+            ServerState::NeedsAuthorization { reason } => {
+                write!(f, "needs authorization: {reason}")
+            }
             ServerState::Stopped => f.write_str("stopped"),
         }
     }

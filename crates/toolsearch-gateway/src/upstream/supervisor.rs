@@ -148,7 +148,9 @@ impl Inner {
                 let tools = read(&slot.tools).len();
                 tracing::info!(target: "upstream", server = %slot.name, "ready with {tools} tools")
             }
-            ServerState::Restarting { .. } | ServerState::Failed { .. } => {
+            ServerState::Restarting { .. }
+            | ServerState::Failed { .. }
+            | ServerState::NeedsAuthorization { .. } => {
                 tracing::warn!(target: "upstream", server = %slot.name, "{state}")
             }
             ServerState::Stopped => {
@@ -752,6 +754,18 @@ async fn supervise(
                         why
                     }
                 }
+            }
+            Err(error) if error.needs_authorization() => {
+                // Trying again at once would only be refused again: the user must set the
+                // credentials. Now and then, in case they were fixed on the server's side.
+                let reason = error.to_string();
+                previous_error = Some(reason.clone());
+                inner.set_state(&slot, ServerState::NeedsAuthorization { reason });
+                wait_for_restart(&shutdown, &mut signals, Some(opts.max_backoff)).await;
+                if shutdown.is_cancelled() {
+                    break;
+                }
+                continue;
             }
             Err(error) => error.to_string(),
         };
