@@ -369,6 +369,37 @@ fn client_requests_progress_and_logs_from_legacy_sse_upstreams() {
     client_requests_session_with(Transport::Http, &config);
 }
 
+/// A call to a legacy SSE upstream that the gateway abandons (past `callTimeoutSecs`) is
+/// cancelled at the server: the gateway's `notifications/cancelled` is posted to the endpoint the
+/// server named, and the Python SDK's server cancels the tool's work.
+#[test]
+fn a_call_abandoned_on_a_legacy_sse_upstream_is_cancelled_there() {
+    let server = peers::script_server("sse_server.py", &[], "/sse");
+    let dir = peers::scratch("passthrough-cli");
+    let config = dir.join("gateway.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[mcpServers.legacy]\ntype = \"sse\"\nurl = {}\n\n[toolSearch]\npreset = \"search\"\ncallTimeoutSecs = 2\n",
+            toml_str(&server.url)
+        ),
+    )
+    .unwrap();
+    let report = peers::run_client(
+        "mcp_client.py",
+        Transport::Http,
+        &config,
+        &json!([
+            {"op": "call", "name": "call_tool", "arguments": {"name": "legacy___wait", "arguments": {"seconds": 60}}},
+            {"op": "call", "name": "call_tool", "arguments": {"name": "legacy___wait_for_cancel", "arguments": {}}}
+        ]),
+    );
+    let abandoned = step(&report, 0);
+    assert_eq!(abandoned["is_error"], json!(true), "{abandoned}");
+    let told = step(&report, 1);
+    assert_eq!(told["text"], "cancelled: 1", "{told}");
+}
+
 /// A client that offers neither sampling nor elicitation: the upstream's request gets the
 /// standard "method not found" answer, and the call reports it instead of hanging.
 #[test]
