@@ -1729,3 +1729,30 @@ fn an_upstream_that_refuses_the_credentials_needs_authorization() {
         );
     }
 }
+
+/// An HTTP upstream that cannot be reached says why, in words: a certificate this machine does
+/// not trust (a self-signed one), a port where nothing listens. No Rust type name in either.
+#[test]
+fn unreachable_http_upstreams_say_what_failed() {
+    let dir = scratch();
+    let server = peers::bad_http_server(0, &["--tls", dir.to_str().unwrap()]);
+    let https = server.url.replace("http://127.0.0.1", "https://localhost");
+    let closed = format!("http://127.0.0.1:{}/mcp", peers::free_port());
+    let text = format!(
+        "[mcpServers.selfsigned]\nurl = {}\n\n[mcpServers.closed]\nurl = {}\n",
+        toml_str(&https),
+        toml_str(&closed)
+    );
+    let config = dir.join("gateway.toml");
+    std::fs::write(&config, text).unwrap();
+    let gateway = GatewayIn::start(&dir, &config);
+    for (name, says) in [
+        ("selfsigned", "TLS: the server's certificate"),
+        ("closed", "the connection was refused"),
+    ] {
+        let upstream = gateway.upstream(name);
+        let error = upstream["lastError"].as_str().unwrap_or_default();
+        assert!(error.contains(says), "{name}: {upstream}");
+        assert!(!error.contains("::"), "no Rust type name: {error}");
+    }
+}

@@ -3,7 +3,9 @@ tests of bad answers: it answers `initialize`, `tools/list` and `tools/call` as 
 except for the tools whose answer is bad on purpose. It listens at /mcp on a free port of
 127.0.0.1 and prints the port on stdout.
 
-    python bad_http_server.py [--port PORT] [--token TOKEN [--weak-token WEAK] [--refusals FILE]]
+    python bad_http_server.py [--port PORT] [--tls DIR] [--token TOKEN [--weak-token WEAK] [--refusals FILE]]
+
+With `--tls DIR`, it serves HTTPS with a self-signed certificate for `localhost` it writes to DIR.
 
 With `--token`, every request must carry `Authorization: Bearer TOKEN`: none gets 401 with a
 `WWW-Authenticate: Bearer` challenge, another token 401 without one, `WEAK` 403 with an
@@ -169,8 +171,43 @@ async def main():
     # Listening before the port is told: a client that connects at once queues in the backlog.
     sock.listen(128)
     print(sock.getsockname()[1], flush=True)
-    config = uvicorn.Config(app, log_level="warning")
+    tls = {}
+    if option("--tls"):
+        tls = dict(zip(["ssl_certfile", "ssl_keyfile"], self_signed(option("--tls"))))
+    config = uvicorn.Config(app, log_level="warning", **tls)
     await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def self_signed(folder):
+    """A key and a self-signed certificate for `localhost`, written to `folder`."""
+    import datetime
+    import os
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = os.path.join(folder, "cert.pem"), os.path.join(folder, "key.pem")
+    with open(cert_path, "wb") as f:
+        f.write(cert.public_bytes(serialization.Encoding.PEM))
+    with open(key_path, "wb") as f:
+        f.write(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
+    return cert_path, key_path
 
 
 if __name__ == "__main__":

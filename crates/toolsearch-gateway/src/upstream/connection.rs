@@ -277,6 +277,83 @@ pub enum UpstreamError {
     },
 }
 
+/// What lies under an HTTP client's failure to reach a server, in words a user acts on: a TLS
+/// refusal (and of what), a refused or timed-out connection, a name that does not resolve.
+/// `None` when the error says nothing more than its own message.
+pub(crate) fn network_cause(error: &(dyn std::error::Error + 'static)) -> Option<String> {
+    let mut source = Some(error);
+    let mut deepest = None;
+    while let Some(current) = source {
+        if let Some(rmcp::service::ClientInitializeError::TransportError { error, .. }) =
+            current.downcast_ref::<rmcp::service::ClientInitializeError>()
+        {
+            source = Some(error.error.as_ref());
+            continue;
+        }
+        // rmcp keeps the HTTP client's error without giving it as the source either.
+        if let Some(rmcp::transport::streamable_http_client::StreamableHttpError::Client(client)) =
+            current.downcast_ref::<rmcp::transport::streamable_http_client::StreamableHttpError<
+                reqwest::Error,
+            >>()
+        {
+            source = Some(client);
+            continue;
+        }
+        // An io::Error hides the error it carries from `source()`.
+        let carried = current
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+            .map(|inner| inner as &(dyn std::error::Error + 'static));
+        for error in [Some(current), carried].into_iter().flatten() {
+            if let Some(tls) = error.downcast_ref::<rustls::Error>() {
+                return Some(tls_cause(tls));
+            }
+        }
+        if let Some(io) = current.downcast_ref::<std::io::Error>() {
+            match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => {
+                    return Some(
+                        "the connection was refused: nothing listens at that host and port".into(),
+                    )
+                }
+                std::io::ErrorKind::TimedOut => {
+                    return Some("the connection timed out: the host does not answer".into())
+                }
+                _ => {}
+            }
+        }
+        deepest = Some(current.to_string());
+        source = carried.or_else(|| current.source());
+    }
+    deepest
+        .filter(|text| text.contains("dns error") || text.contains("failed to lookup"))
+        .map(|_| "the host name does not resolve".to_string())
+}
+
+/// A TLS refusal in words: what about the server's certificate or handshake failed.
+fn tls_cause(error: &rustls::Error) -> String {
+    use rustls::CertificateError as Certificate;
+    let what = match error {
+        rustls::Error::InvalidCertificate(Certificate::UnknownIssuer) => {
+            "the server's certificate is not signed by an authority this machine trusts (self-signed, or a private CA: add it to the system's trust store)".to_string()
+        }
+        rustls::Error::InvalidCertificate(
+            Certificate::Expired | Certificate::ExpiredContext { .. },
+        ) => "the server's certificate has expired".to_string(),
+        rustls::Error::InvalidCertificate(Certificate::NotValidYet | Certificate::NotValidYetContext { .. }) => {
+            "the server's certificate is not valid yet (check this machine's clock)".to_string()
+        }
+        rustls::Error::InvalidCertificate(
+            Certificate::NotValidForName | Certificate::NotValidForNameContext { .. },
+        ) => "the server's certificate is for another name than the url's host".to_string(),
+        rustls::Error::InvalidCertificate(_) => {
+            "the server's certificate was refused: it is not one this machine trusts (a self-signed certificate is refused unless its CA is in the system's trust store), or it is malformed".to_string()
+        }
+        other => format!("the TLS handshake failed ({other})"),
+    };
+    format!("TLS: {what}")
+}
+
 /// Why an HTTP upstream refused the gateway's request for its credentials.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CredentialsRefused {
@@ -544,7 +621,7 @@ async fn connect_http(
             },
             None => UpstreamError::Connect {
                 url: shown_url.to_string(),
-                reason: without_type_names(&source.to_string().replace(url, shown_url)),
+                reason: with_cause(&source, url, shown_url),
             },
         }),
     }
@@ -572,7 +649,7 @@ async fn connect_sse(
         },
         None => UpstreamError::ConnectSse {
             url: shown_url.to_string(),
-            reason: without_type_names(&error.to_string().replace(url, shown_url)),
+            reason: with_cause(error, url, shown_url),
         },
     };
     let transport = SseTransport::connect(&server, http, url, headers)
@@ -590,6 +667,16 @@ async fn connect_sse(
         }
         Err(source) => Err(failed(&source)),
     }
+}
+
+/// `error`'s message with what lies under it ([`network_cause`]), the expanded `url` shown as
+/// written, without Rust type names.
+fn with_cause(error: &(dyn std::error::Error + 'static), url: &str, shown_url: &str) -> String {
+    let mut text = error.to_string();
+    if let Some(cause) = network_cause(error) {
+        text = format!("{cause} ({text})");
+    }
+    without_type_names(&text.replace(url, shown_url))
 }
 
 /// `text` without the Rust type paths rmcp writes into its errors (`Transport
