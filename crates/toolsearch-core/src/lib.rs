@@ -14,6 +14,12 @@ pub mod search;
 pub mod served;
 pub mod tool;
 
+// The tests through the public API (src/tests/) name the crate as a user does.
+#[cfg(test)]
+extern crate self as toolsearch_core;
+#[cfg(test)]
+mod tests;
+
 pub use catalog::{
     check_name_length, validate_tools, Catalog, Rejected, ToolRejection, MAX_NAME_CHARS,
     MAX_SCHEMA_DEPTH,

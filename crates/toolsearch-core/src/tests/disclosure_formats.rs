@@ -1,6 +1,6 @@
 //! Provider payload shapes, as committed snapshots, and the order they keep across a reveal.
 
-use crate::disclosure_common;
+use super::disclosure_common;
 
 use disclosure_common::{disclosure, engine, engine_with, names};
 use insta::assert_json_snapshot;

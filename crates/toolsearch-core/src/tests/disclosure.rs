@@ -1,6 +1,6 @@
 //! Disclosure: presets, policies, sessions and meta-tool errors, asserted through the public API.
 
-use crate::disclosure_common;
+use super::disclosure_common;
 
 use disclosure_common::{disclosure, engine, engine_with, names, names_with, tools};
 use serde_json::{json, Value};

@@ -1,7 +1,7 @@
 //! Fuzzy expansion (off by default; `fuzzy=true`) only for query words the catalog does not
 //! know, never onto stop-like words, and only onto words with the query word's first letter.
 
-use crate::search_common;
+use super::search_common;
 
 use search_common::*;
 use toolsearch_core::{Catalog, SearchConfig, SearchEngine, Tool};

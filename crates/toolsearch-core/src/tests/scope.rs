@@ -2,7 +2,7 @@
 //! through the search contract, the engine and the disclosure alike; a tool outside its scope
 //! answers as an unknown tool.
 
-use crate::disclosure_common;
+use super::disclosure_common;
 
 use std::sync::Arc;
 

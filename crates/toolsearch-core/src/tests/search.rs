@@ -2,7 +2,7 @@
 //! exact-name bonus, fuzzy matching, filters, every pipeline step, incremental updates and
 //! `matched_on`.
 
-use crate::search_common;
+use super::search_common;
 
 use search_common::*;
 use std::collections::HashSet;
