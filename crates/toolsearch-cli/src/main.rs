@@ -5,6 +5,7 @@ mod commands;
 mod logging;
 
 use clap::{Parser, Subcommand};
+use std::ffi::OsString;
 use std::process::ExitCode;
 
 #[derive(Parser)]
@@ -35,8 +36,20 @@ enum Command {
     /// Measure retrieval quality over evaluation datasets.
     Eval(commands::eval::EvalArgs),
     /// Benchmarks: token cost, search speed and memory.
-    #[command(subcommand)]
-    Bench(commands::bench::BenchCommand),
+    ///
+    /// The benchmark harness is a separate program, toolsearch-bench, installed next to
+    /// toolsearch: `toolsearch bench ARGS` runs it with ARGS (`toolsearch bench --help` lists
+    /// its commands).
+    #[command(disable_help_flag = true)]
+    Bench {
+        /// The harness's command and its options.
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<OsString>,
+    },
     /// Run the MCP gateway (and REST API) over upstream MCP servers.
     Serve(commands::serve::ServeArgs),
     /// Print the JSON Schemas of the search contract every face answers with.
@@ -90,7 +103,9 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Search(args) => commands::search::run(args),
         Command::Eval(args) => commands::eval::run(args),
-        Command::Bench(command) => commands::bench::run(command),
+        Command::Bench { args } => {
+            return commands::bench::run(global_args(&cli.log, cli.quiet, cli.log_format), args)
+        }
         Command::Serve(args) => commands::serve::run(args),
         Command::Schema => serde_json::to_string_pretty(&toolsearch_core::contract::schemas())
             .map(|text| println!("{text}"))
@@ -109,6 +124,21 @@ fn main() -> ExitCode {
             }
         }
     }
+}
+
+/// The global options given before `bench`, for the harness (which takes the same ones).
+fn global_args(log: &Option<String>, quiet: bool, format: logging::LogFormat) -> Vec<OsString> {
+    let mut args = Vec::new();
+    if let Some(log) = log {
+        args.extend(["--log".into(), log.into()]);
+    }
+    if quiet {
+        args.push("--quiet".into());
+    }
+    if format == logging::LogFormat::Json {
+        args.extend(["--log-format".into(), "json".into()]);
+    }
+    args
 }
 
 fn is_bad_input(err: &anyhow::Error) -> bool {

@@ -93,8 +93,8 @@ pub struct EvalArgs {
     model: ModelArgs,
 }
 
-/// The default search settings with each `--set KEY=VALUE` applied (shared with `bench search`).
-pub fn search_config(settings: &[String]) -> Result<SearchConfig> {
+/// The default search settings with each `--set KEY=VALUE` applied.
+fn search_config(settings: &[String]) -> Result<SearchConfig> {
     let mut config = SearchConfig::default();
     for setting in settings {
         let (key, value) = setting

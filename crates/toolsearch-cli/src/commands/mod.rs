@@ -1,7 +1,4 @@
 pub mod bench;
-pub mod bench_gateway;
-pub mod bench_search;
-pub mod bench_tokens;
 pub mod eval;
 pub mod init;
 pub mod model;

@@ -1,8 +1,9 @@
 //! `toolsearch bench gateway`: the gateway as its clients see it, on loopback. An upstream MCP
-//! server runs as a child process (`toolsearch bench upstream`: Streamable HTTP, serving the
-//! catalog's tools and answering every call with its arguments); the gateway runs as another,
-//! `toolsearch serve` over that upstream, exactly as a user starts it; the clients are rmcp
-//! sessions and HTTP clients in this process. Measured, one after the other:
+//! server runs as a child process (`toolsearch-bench upstream`, this program: Streamable HTTP,
+//! serving the catalog's tools and answering every call with its arguments); the gateway runs as
+//! another, `toolsearch serve` over that upstream (the `toolsearch` next to this program), exactly
+//! as a user starts it; the clients are rmcp sessions and HTTP clients in this process. Measured,
+//! one after the other:
 //!
 //! - `search_tools` over MCP (Streamable HTTP) from one session, one call after the other;
 //! - the same from `--sessions` sessions at once;
@@ -15,9 +16,9 @@
 //! every request has its own time limit. Nothing listens beyond 127.0.0.1.
 //!
 //! `--many-sessions` measures instead what many sessions cost the gateway in memory and how many
-//! requests 200 sessions get answered (`bench_sessions.rs`).
+//! requests 200 sessions get answered (`sessions.rs`).
 
-#[path = "bench_sessions.rs"]
+#[path = "sessions.rs"]
 mod sessions;
 
 use crate::catalog_file::read_tools;
@@ -124,7 +125,8 @@ pub struct GatewayBenchArgs {
     /// how long the idle sessions take to rest before their memory is read again.
     #[arg(long)]
     rest_after_secs: Option<u64>,
-    /// Run this program as the gateway instead of this one (to compare two builds in one run).
+    /// Run this program as the gateway instead of the `toolsearch` next to this one (to compare
+    /// two builds in one run).
     #[arg(long, hide = true)]
     gateway_exe: Option<PathBuf>,
     /// Print JSON instead of a table.
@@ -132,7 +134,7 @@ pub struct GatewayBenchArgs {
     json: bool,
 }
 
-/// `toolsearch bench upstream` (hidden): the bench's upstream as a process of its own.
+/// `toolsearch-bench upstream` (hidden): the bench's upstream as a process of its own.
 #[derive(Args)]
 pub struct UpstreamArgs {
     /// JSON array of MCP tools to serve, as `toolsearch bench gateway` writes it.
@@ -224,6 +226,10 @@ pub fn run(args: GatewayBenchArgs) -> Result<()> {
         Vec::new()
     };
     let tools = catalog(&args)?;
+    let gateway_exe = match &args.gateway_exe {
+        Some(exe) => exe.clone(),
+        None => toolsearch_next_to_this()?,
+    };
     let queries = synthetic::synthetic_queries(500, SEED);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -231,7 +237,7 @@ pub fn run(args: GatewayBenchArgs) -> Result<()> {
         .context("cannot start the async runtime")?;
     // The clients here are the gateway's own HTTP stack, which needs a TLS provider installed.
     toolsearch_gateway::upstream::ensure_crypto_provider();
-    match runtime.block_on(bench(&args, tools, queries, &kinds))? {
+    match runtime.block_on(bench(&args, &gateway_exe, tools, queries, &kinds))? {
         Outcome::Standard(report) if args.json => {
             println!("{}", serde_json::to_string_pretty(&report)?)
         }
@@ -299,6 +305,7 @@ fn catalog(args: &GatewayBenchArgs) -> Result<Vec<Tool>> {
 
 async fn bench(
     args: &GatewayBenchArgs,
+    gateway_exe: &Path,
     tools: Vec<Tool>,
     queries: Vec<String>,
     kinds: &[sessions::Kind],
@@ -314,13 +321,9 @@ async fn bench(
         let file = scratch.path().join("upstream-tools.json");
         std::fs::write(&file, serde_json::to_vec(&tools)?)
             .with_context(|| format!("writing {}", file.display()))?;
-        let child = Listening::start(
-            "the upstream",
-            None,
-            &["bench", "upstream", "--tools"],
-            &file,
-        )
-        .await?;
+        let this = std::env::current_exe().context("finding this program to run the upstream")?;
+        let child =
+            Listening::start("the upstream", &this, &["upstream", "--tools"], &file).await?;
         let addr = child.addr;
         upstream_process = Some(child);
         addr
@@ -334,7 +337,7 @@ async fn bench(
     .with_context(|| format!("writing {}", config.display()))?;
     let mut gateways = Vec::with_capacity(args.replicas);
     for _ in 0..args.replicas {
-        match Listening::start_gateway(&config, args.gateway_exe.as_deref()).await {
+        match Listening::start_gateway(&config, gateway_exe).await {
             Ok(gateway) => gateways.push(gateway),
             Err(e) => {
                 for mut gateway in gateways {
@@ -575,7 +578,7 @@ impl Samples {
         }
         let seconds = elapsed.as_secs_f64();
         let answered = self.latencies_ms.len();
-        let (p50, p99, max) = super::bench_search::percentiles(self.latencies_ms);
+        let (p50, p99, max) = crate::search::percentiles(self.latencies_ms);
         Phase {
             requests: answered + self.errors,
             errors: self.errors,
@@ -901,7 +904,7 @@ async fn serve_upstream(
     Ok(addr)
 }
 
-/// `toolsearch bench upstream`: serves the tools of `--tools` until its stdin closes (the bench
+/// `toolsearch-bench upstream`: serves the tools of `--tools` until its stdin closes (the bench
 /// holds it open, so the upstream ends with the bench however the bench ends).
 pub fn run_upstream(args: UpstreamArgs) -> Result<()> {
     let text =
@@ -958,8 +961,24 @@ impl Drop for Scratch {
     }
 }
 
-/// A child process of this program that serves HTTP on loopback: the gateway under test
-/// (`toolsearch serve`) or the upstream (`toolsearch bench upstream`).
+/// The gateway under test: the `toolsearch` in this program's folder, where a build puts both
+/// programs, so that the gateway measured is the one built with this harness.
+fn toolsearch_next_to_this() -> Result<PathBuf> {
+    let this = std::env::current_exe().context("finding this program")?;
+    let dir = this.parent().unwrap_or(Path::new("."));
+    let exe = dir.join(format!("toolsearch{}", std::env::consts::EXE_SUFFIX));
+    if !exe.is_file() {
+        bail!(
+            "`toolsearch` was not found next to toolsearch-bench at {}: build both with \
+             `cargo build --release`",
+            dir.display()
+        );
+    }
+    Ok(exe)
+}
+
+/// A child process that serves HTTP on loopback: the gateway under test (`toolsearch serve`) or
+/// the upstream (`toolsearch-bench upstream`).
 struct Listening {
     /// What it is, for messages.
     what: &'static str,
@@ -969,8 +988,8 @@ struct Listening {
 }
 
 impl Listening {
-    /// `exe` runs instead of this program when given.
-    async fn start_gateway(config: &Path, exe: Option<&Path>) -> Result<Self> {
+    /// `exe` is the `toolsearch` program to run.
+    async fn start_gateway(config: &Path, exe: &Path) -> Result<Self> {
         Self::start(
             "the gateway",
             exe,
@@ -989,19 +1008,9 @@ impl Listening {
         .await
     }
 
-    /// Runs `exe` (else this program) with `args` and then `file`, and waits for the line
-    /// naming its address.
-    async fn start(
-        what: &'static str,
-        exe: Option<&Path>,
-        args: &[&str],
-        file: &Path,
-    ) -> Result<Self> {
-        let exe = match exe {
-            Some(exe) => exe.to_path_buf(),
-            None => std::env::current_exe().context("finding this program to run the bench")?,
-        };
-        let mut child = tokio::process::Command::new(&exe)
+    /// Runs `exe` with `args` and then `file`, and waits for the line naming its address.
+    async fn start(what: &'static str, exe: &Path, args: &[&str], file: &Path) -> Result<Self> {
+        let mut child = tokio::process::Command::new(exe)
             .args(args)
             .arg(file)
             // The bench's clients send no token: its gateway is its own, on loopback.

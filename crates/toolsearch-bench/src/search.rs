@@ -5,8 +5,8 @@
 //! Each (size, ranker) pair runs in a child process (this binary, re-run with a hidden flag), so
 //! the peak RSS it reports belongs to that size alone: a process's high-water mark never goes down.
 
-use super::model::{load_for_search, ModelArgs};
 use crate::catalog_file::read_tools;
+use crate::model::{load_for_search, ModelArgs};
 use crate::BadInput;
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -256,7 +256,7 @@ pub fn run(args: SearchBenchArgs) -> Result<()> {
 /// This program, re-run to measure one size with one ranker, with the workload's options.
 fn child_command(exe: &Path, args: &SearchBenchArgs, size: usize, ranker: &str) -> Command {
     let mut command = Command::new(exe);
-    command.args(["bench", "search", "--one-size", &size.to_string()]);
+    command.args(["search", "--one-size", &size.to_string()]);
     command.args(["--ranker", ranker]);
     command.args(["--max-queries", &args.max_queries.to_string()]);
     command.arg("--datasets").arg(&args.datasets);
@@ -468,8 +468,17 @@ fn print_hybrid(h: &HybridMeasurement) {
     }
 }
 
+/// The default search settings with each `--set KEY=VALUE` applied, as `toolsearch eval --set`
+/// applies them.
 fn search_config(args: &SearchBenchArgs) -> Result<SearchConfig> {
-    super::eval::search_config(&args.settings)
+    let mut config = SearchConfig::default();
+    for setting in &args.settings {
+        let (key, value) = setting
+            .split_once('=')
+            .ok_or_else(|| BadInput(format!("--set {setting}: expected KEY=VALUE")))?;
+        config.set(key.trim(), value.trim())?;
+    }
+    Ok(config)
 }
 
 /// The catalog and queries of one size, built the same way in every child.
