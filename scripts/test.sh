@@ -20,6 +20,8 @@ export TOOLSEARCH_MODEL_DIR="${TOOLSEARCH_MODEL_DIR:-$PEERS/model}"
 export TOOLSEARCH_REQUIRE_MODEL=1
 # pip from the peers' venv, which install-test-peers.sh made with pip in it.
 export TOOLSEARCH_PYTHON="${TOOLSEARCH_PYTHON:-$PEERS/venv/bin/python}"
+# Every program too: the bench tests run toolsearch-bench, which `cargo test` does not build.
+cargo build --workspace --locked
 cargo test --workspace --locked --no-run
 "${CARGO_TARGET_DIR:-target}/debug/toolsearch" model fetch --dir "$TOOLSEARCH_MODEL_DIR"
 

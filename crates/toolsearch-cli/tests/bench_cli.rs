@@ -1,8 +1,14 @@
 //! `toolsearch bench search`, run as a user runs it, on synthetic tools and queries (the
 //! evaluation datasets are pointed away, so this needs no data).
+//!
+//! `toolsearch bench` runs the separate `toolsearch-bench` program next to `toolsearch`, which
+//! `cargo test` does not build (it builds this package's programs only): `scripts/test.sh` builds
+//! the workspace first, and a test finding the harness missing or out of date fails and says so.
 
 use serde_json::Value;
+use std::path::{Path, PathBuf};
 use std::process::Output;
+use std::time::SystemTime;
 
 use crate::peers;
 use peers::stderr_of as stderr;
@@ -10,7 +16,54 @@ use peers::stderr_of as stderr;
 const NO_DATASETS: &str = "/nonexistent/toolsearch-bench-cli-datasets";
 
 fn toolsearch(args: &[&str]) -> Output {
+    harness_is_built();
     peers::run_toolsearch_in(None, args)
+}
+
+/// Fails unless `toolsearch-bench` is next to the `toolsearch` under test and built from the
+/// sources as they are: no file its dep-info lists (what cargo would rebuild it for) is newer.
+fn harness_is_built() {
+    const BUILD: &str = "build it first: cargo build -p toolsearch-bench";
+    let harness = Path::new(env!("CARGO_BIN_EXE_toolsearch"))
+        .with_file_name(format!("toolsearch-bench{}", std::env::consts::EXE_SUFFIX));
+    let built =
+        modified(&harness).unwrap_or_else(|| panic!("{} is missing: {BUILD}", harness.display()));
+    let dep_info = std::fs::read_to_string(harness.with_extension("d")).unwrap_or_default();
+    for source in dependencies(&dep_info) {
+        if modified(&source).is_some_and(|changed| changed > built) {
+            panic!(
+                "{} is older than {}: {BUILD}",
+                harness.display(),
+                source.display()
+            );
+        }
+    }
+}
+
+fn modified(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// The files of a dep-info line (`target: file file…`, a space in a name escaped as `\ `).
+fn dependencies(dep_info: &str) -> Vec<PathBuf> {
+    let Some((_, files)) = dep_info.lines().next().and_then(|l| l.split_once(": ")) else {
+        return Vec::new();
+    };
+    let mut paths = Vec::new();
+    let mut path = String::new();
+    let mut chars = files.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&' ') => path.push(chars.next().unwrap_or(' ')),
+            ' ' if !path.is_empty() => paths.push(PathBuf::from(std::mem::take(&mut path))),
+            ' ' => {}
+            c => path.push(c),
+        }
+    }
+    if !path.is_empty() {
+        paths.push(PathBuf::from(path));
+    }
+    paths
 }
 
 fn number(value: &Value, key: &str) -> f64 {
@@ -346,6 +399,7 @@ fn the_bench_upstream_serves_until_its_stdin_closes() {
         "tools.json",
         r#"[{"name": "echo", "description": "Echo", "inputSchema": {"type": "object"}}]"#,
     );
+    harness_is_built();
     let mut child = peers::toolsearch()
         .args(["bench", "upstream", "--tools"])
         .arg(&tools)
@@ -420,4 +474,14 @@ fn gateway_bench_refuses_empty_counts() {
         "{}",
         stderr(&out)
     );
+}
+
+#[test]
+fn the_harness_check_reads_every_file_of_a_dep_info_line() {
+    let line = "/t/toolsearch-bench: /w/src/main.rs /w/a\\ b.rs  /w/c.rs\n";
+    assert_eq!(
+        dependencies(line),
+        ["/w/src/main.rs", "/w/a b.rs", "/w/c.rs"].map(PathBuf::from)
+    );
+    assert!(dependencies("").is_empty());
 }
