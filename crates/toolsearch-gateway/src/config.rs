@@ -479,6 +479,13 @@ pub enum Transport {
     },
 }
 
+/// The transport a server entry asks for.
+enum Kind {
+    Stdio,
+    StreamableHttp,
+    LegacySse,
+}
+
 impl ServerConfig {
     /// Whether this entry starts a toolsearch gateway: a word of its command line (the command,
     /// an argument, or a word of a shell `-c` string) names the `toolsearch` program (`toolsearch`,
@@ -543,103 +550,104 @@ impl ServerConfig {
         if let Some(refusal) = &self.refusal {
             return Err(refusal.clone());
         }
+        match self.kind()? {
+            Kind::Stdio => self.stdio_transport(expand),
+            Kind::StreamableHttp => self.http_transport(expand, false),
+            Kind::LegacySse => self.http_transport(expand, true),
+        }
+    }
+
+    /// Which transport the entry asks for: its `type`, else `command` or `url`.
+    fn kind(&self) -> Result<Kind, String> {
         let kind = self
             .transport_type
             .as_deref()
             .map(|t| t.trim().to_ascii_lowercase().replace(['-', '_'], ""));
-        let mut legacy_sse = false;
-        let want_http = match kind.as_deref() {
+        match kind.as_deref() {
             None => match (&self.command, &self.url) {
-                (Some(_), Some(_)) => {
-                    return Err(
-                        "has both `command` and `url`; keep `command` for a stdio server or `url` for a Streamable HTTP server"
-                            .into(),
-                    )
-                }
-                (None, None) => {
-                    return Err(
-                        "has neither `command` (stdio server) nor `url` (Streamable HTTP server); add one"
-                            .into(),
-                    )
-                }
-                (_, url) => url.is_some(),
+                (Some(_), Some(_)) => Err(
+                    "has both `command` and `url`; keep `command` for a stdio server or `url` for a Streamable HTTP server"
+                        .into(),
+                ),
+                (None, None) => Err(
+                    "has neither `command` (stdio server) nor `url` (Streamable HTTP server); add one"
+                        .into(),
+                ),
+                (_, None) => Ok(Kind::Stdio),
+                (_, Some(_)) => Ok(Kind::StreamableHttp),
             },
-            Some("stdio") => false,
-            Some("http") | Some("streamablehttp") => true,
-            Some("sse") => {
-                legacy_sse = true;
-                true
-            }
-            Some(other) => {
-                return Err(format!(
-                    "has unknown type `{other}`; use `stdio`, `http` (Streamable HTTP) or `sse` (the legacy HTTP+SSE transport)"
-                ))
-            }
-        };
-        if want_http {
-            let url = self.url.clone().ok_or_else(|| {
-                if legacy_sse {
-                    "is a legacy SSE server but has no `url`; add the server's event-stream endpoint, e.g. `http://127.0.0.1:3001/sse`"
-                } else {
-                    "is a Streamable HTTP server but has no `url`; add the server's endpoint, e.g. `http://127.0.0.1:3001/mcp`"
-                }
-                .to_string()
-            })?;
-            if !(url.starts_with("http://") || url.starts_with("https://")) {
-                return Err(format!(
-                    "has `url` `{url}`, which is not an http:// or https:// address"
-                ));
-            }
-            let shown_url = url.clone();
-            let url = expand.value(&url, "url")?;
-            let mut headers = BTreeMap::new();
-            for (name, value) in &self.headers {
-                let value = expand.value(value, &format!("headers.{name}"))?;
-                check_header(name, &value)?;
-                headers.insert(name.clone(), value);
-            }
-            Ok(if legacy_sse {
-                Transport::Sse {
-                    url,
-                    headers,
-                    shown_url,
-                }
-            } else {
-                Transport::StreamableHttp {
-                    url,
-                    headers,
-                    shown_url,
-                }
-            })
-        } else {
-            let command = self.command.clone().ok_or_else(|| {
-                "is a stdio server but has no `command`; add the program to start".to_string()
-            })?;
-            if command.trim().is_empty() {
-                return Err("has an empty `command`; give the program to start".into());
-            }
-            let args = (self.args.iter().enumerate())
-                .map(|(i, arg)| expand.value(arg, &format!("args[{i}]")))
-                .collect::<Result<_, _>>()?;
-            let env = (self.env.iter())
-                .map(|(name, value)| {
-                    Ok((name.clone(), expand.value(value, &format!("env.{name}"))?))
-                })
-                .collect::<Result<_, String>>()?;
-            let cwd = match &self.cwd {
-                Some(cwd) => Some(PathBuf::from(expand.value(&cwd.to_string_lossy(), "cwd")?)),
-                None => None,
-            };
-            Ok(Transport::Stdio {
-                command,
-                args,
-                env,
-                cwd,
-                inherit_env: self.inherit_env.clone(),
-                withheld_env: self.withheld_env.clone(),
-                create_cwd: self.create_cwd,
-            })
+            Some("stdio") => Ok(Kind::Stdio),
+            Some("http") | Some("streamablehttp") => Ok(Kind::StreamableHttp),
+            Some("sse") => Ok(Kind::LegacySse),
+            Some(other) => Err(format!(
+                "has unknown type `{other}`; use `stdio`, `http` (Streamable HTTP) or `sse` (the legacy HTTP+SSE transport)"
+            )),
         }
+    }
+
+    fn http_transport(&self, expand: Expand, legacy_sse: bool) -> Result<Transport, String> {
+        let url = self.url.clone().ok_or_else(|| {
+            if legacy_sse {
+                "is a legacy SSE server but has no `url`; add the server's event-stream endpoint, e.g. `http://127.0.0.1:3001/sse`"
+            } else {
+                "is a Streamable HTTP server but has no `url`; add the server's endpoint, e.g. `http://127.0.0.1:3001/mcp`"
+            }
+            .to_string()
+        })?;
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(format!(
+                "has `url` `{url}`, which is not an http:// or https:// address"
+            ));
+        }
+        let shown_url = url.clone();
+        let url = expand.value(&url, "url")?;
+        let mut headers = BTreeMap::new();
+        for (name, value) in &self.headers {
+            let value = expand.value(value, &format!("headers.{name}"))?;
+            check_header(name, &value)?;
+            headers.insert(name.clone(), value);
+        }
+        Ok(if legacy_sse {
+            Transport::Sse {
+                url,
+                headers,
+                shown_url,
+            }
+        } else {
+            Transport::StreamableHttp {
+                url,
+                headers,
+                shown_url,
+            }
+        })
+    }
+
+    fn stdio_transport(&self, expand: Expand) -> Result<Transport, String> {
+        let command = self.command.clone().ok_or_else(|| {
+            "is a stdio server but has no `command`; add the program to start".to_string()
+        })?;
+        if command.trim().is_empty() {
+            return Err("has an empty `command`; give the program to start".into());
+        }
+        let args = (self.args.iter().enumerate())
+            .map(|(i, arg)| expand.value(arg, &format!("args[{i}]")))
+            .collect::<Result<_, _>>()?;
+        let env = (self.env.iter())
+            .map(|(name, value)| Ok((name.clone(), expand.value(value, &format!("env.{name}"))?)))
+            .collect::<Result<_, String>>()?;
+        let cwd = match &self.cwd {
+            Some(cwd) => Some(PathBuf::from(expand.value(&cwd.to_string_lossy(), "cwd")?)),
+            None => None,
+        };
+        Ok(Transport::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+            inherit_env: self.inherit_env.clone(),
+            withheld_env: self.withheld_env.clone(),
+            create_cwd: self.create_cwd,
+        })
     }
 }
 

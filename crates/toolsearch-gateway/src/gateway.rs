@@ -91,11 +91,7 @@ impl Gateway {
             },
         );
         let disclosure = Arc::new(disclosure);
-        let passthrough = Arc::new(Passthrough::new(
-            upstreams.clone(),
-            engine.clone(),
-            sessions.clone(),
-        ));
+        let passthrough = Arc::new(Passthrough::new(&upstreams, &engine, &sessions));
         let calls = Arc::new(ToolCalls {
             disclosure: disclosure.clone(),
             engine: engine.clone(),

@@ -35,11 +35,15 @@ pub(crate) struct Passthrough {
 }
 
 impl Passthrough {
-    pub fn new(upstreams: UpstreamManager, engine: SharedEngine, sessions: Arc<Sessions>) -> Self {
+    pub fn new(
+        upstreams: &UpstreamManager,
+        engine: &SharedEngine,
+        sessions: &Arc<Sessions>,
+    ) -> Self {
         Self {
-            upstreams,
-            engine,
-            sessions,
+            upstreams: upstreams.clone(),
+            engine: engine.clone(),
+            sessions: sessions.clone(),
         }
     }
 

@@ -617,8 +617,7 @@ mod tests {
 
         let engine = SearchEngine::from_tools(Vec::new()).unwrap();
         let sessions = Arc::new(Sessions::new(Arc::new(crate::shared::InProcess::default())));
-        let passthrough =
-            Passthrough::new(upstreams, Arc::new(RwLock::new(engine)), sessions.clone());
+        let passthrough = Passthrough::new(&upstreams, &Arc::new(RwLock::new(engine)), &sessions);
         let session = SessionRef {
             id: "s1".into(),
             scope: Arc::new(Scope::all()),

@@ -771,37 +771,45 @@ async fn supervise(
         };
         previous_error = Some(last_error.clone());
         failures = failures.saturating_add(1);
-        if opts.max_restarts.is_some_and(|max| failures > max) {
-            inner.set_state(
-                &slot,
-                ServerState::Failed {
-                    attempts: failures,
-                    last_error,
-                },
-            );
-            // Stay failed until asked to restart or to shut down.
-            wait_for_restart(&shutdown, &mut signals, None).await;
-            if shutdown.is_cancelled() {
-                break;
-            }
-            failures = 0;
-            continue;
-        }
-        let retry_in = opts.backoff(failures);
-        inner.set_state(
-            &slot,
-            ServerState::Restarting {
-                attempt: failures,
-                last_error,
-                retry_in,
-            },
-        );
-        wait_for_restart(&shutdown, &mut signals, Some(retry_in)).await;
+        let gave_up = opts.max_restarts.is_some_and(|max| failures > max);
+        wait_after_failure(&inner, &slot, failures, last_error, gave_up, &mut signals).await;
         if shutdown.is_cancelled() {
             break;
         }
+        if gave_up {
+            failures = 0;
+        }
     }
     inner.set_state(&slot, ServerState::Stopped);
+}
+
+/// After failed start number `failures`: `Failed` until asked to restart when the supervisor
+/// `gave_up`, else `Restarting` for the backoff's delay (or until asked, or shut down).
+async fn wait_after_failure(
+    inner: &Inner,
+    slot: &Slot,
+    failures: u32,
+    last_error: String,
+    gave_up: bool,
+    signals: &mut mpsc::UnboundedReceiver<Signal>,
+) {
+    let (state, delay) = if gave_up {
+        let state = ServerState::Failed {
+            attempts: failures,
+            last_error,
+        };
+        (state, None)
+    } else {
+        let retry_in = inner.options.backoff(failures);
+        let state = ServerState::Restarting {
+            attempt: failures,
+            last_error,
+            retry_in,
+        };
+        (state, Some(retry_in))
+    };
+    inner.set_state(slot, state);
+    wait_for_restart(&inner.shutdown, signals, delay).await;
 }
 
 /// A started server, ready: its tools published and its connection live until it is lost or
