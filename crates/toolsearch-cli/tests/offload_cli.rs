@@ -708,6 +708,26 @@ fn bad_http_server_on(port: u16) -> peers::ScriptServer {
     peers::bad_http_server(port, &[])
 }
 
+/// A Streamable HTTP upstream whose process exits while it answers a call is down, not a bad
+/// answer: the call says so (and the gateway reconnects at once), where a bad answer leaves the
+/// connection as it is.
+#[test]
+fn an_http_upstream_that_exits_mid_call_is_down() {
+    let server = bad_http_server();
+    let config = config_with(&format!(
+        "[mcpServers.bad]\nurl = {}\n",
+        toml_str(&server.url)
+    ));
+    let steps = run_client(
+        Transport::Http,
+        &config,
+        json!([{"op": "list"}, call_tool("bad___exit_midway", json!({}))]),
+    );
+    let said = error_text(&steps[1]);
+    assert!(said.contains("server `bad` is down"), "{said}");
+    assert_not_a_timeout(&said);
+}
+
 /// One bad answer of a Streamable HTTP upstream (HTTP 500, an HTML page, a JSON body over the
 /// MCP library's 16 MiB, an SSE event over 64 MiB) is that call's error, saying what came back,
 /// and never a timeout; the upstream stays connected: another session's very next call

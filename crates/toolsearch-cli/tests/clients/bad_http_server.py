@@ -17,11 +17,13 @@ Tools:
 - `http_500()`: HTTP 500 with a plain-text body;
 - `html_page()`: HTTP 200 with an HTML page;
 - `oversize_json(megabytes)`: a JSON answer of that many million bytes as one JSON body;
-- `large_event(megabytes)`: a JSON answer of that many million bytes as one SSE event.
+- `large_event(megabytes)`: a JSON answer of that many million bytes as one SSE event;
+- `exit_midway()`: the server process exits while the call waits for its answer.
 """
 
 import asyncio
 import json
+import os
 import socket
 import sys
 
@@ -39,6 +41,7 @@ TOOLS = [
         ("html_page", "Answers with an HTML page", {}),
         ("oversize_json", "Answers with a large JSON body", {"megabytes": {"type": "number"}}),
         ("large_event", "Answers with a large SSE event", {"megabytes": {"type": "number"}}),
+        ("exit_midway", "Exits the server while the call waits", {}),
     ]
 ]
 
@@ -155,6 +158,8 @@ async def app(scope, receive, send):
         await respond(send, 200, "text/html; charset=utf-8", b"<!doctype html><html><body><h1>Bad Gateway</h1></body></html>")
     elif name == "oversize_json":
         await answer(send, text_result(request_id, filler(args.get("megabytes", 20))))
+    elif name == "exit_midway":
+        os._exit(3)
     elif name == "large_event":
         data = json.dumps(text_result(request_id, filler(args.get("megabytes", 50))))
         await respond(send, 200, "text/event-stream", f"event: message\ndata: {data}\n\n".encode())

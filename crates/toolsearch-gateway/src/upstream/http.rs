@@ -208,8 +208,9 @@ impl HttpCalls {
 
     /// What a failed post of `tools/call` means. A bad answer (an HTTP error, a page that is not
     /// MCP, a body too large) is this call's error, and the session goes on. A server that cannot
-    /// be reached at all is gone: every session's calls would fail alike, so its connection is
-    /// started again at once (with the supervisor's backoff).
+    /// be reached at all, or whose connection broke before it answered (it exited mid-call), is
+    /// gone: every session's calls would fail alike, so its connection is started again at once
+    /// (with the supervisor's backoff).
     fn post_failed(&self, error: StreamableHttpError<reqwest::Error>) -> ServiceError {
         if self.unreachable(&error) {
             return ServiceError::TransportClosed;
@@ -219,7 +220,7 @@ impl HttpCalls {
 
     /// Whether `error` says the server cannot be reached at all (said in the log when so).
     fn unreachable(&self, error: &StreamableHttpError<reqwest::Error>) -> bool {
-        let unreachable = matches!(error, StreamableHttpError::Client(e) if e.is_connect());
+        let unreachable = matches!(error, StreamableHttpError::Client(e) if connection_broke(e));
         if unreachable {
             tracing::warn!(target: "upstream", server = %self.server, "cannot be reached: {}", error_chain(error));
         }
@@ -470,6 +471,12 @@ fn answer_of(data: &str, id: &RequestId) -> Option<Result<ServerResult, ServiceE
     }
     let result = serde_json::from_str::<ServerResult>(envelope.result?.get()).ok()?;
     Some(Ok(result))
+}
+
+/// Whether a request failed for its connection, with no answer at all: it could not be made, or
+/// it broke before any status came back. A slow answer (a timeout) is not that.
+fn connection_broke(error: &reqwest::Error) -> bool {
+    error.is_connect() || (error.is_request() && error.status().is_none() && !error.is_timeout())
 }
 
 #[cfg(test)]
