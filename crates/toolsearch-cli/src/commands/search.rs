@@ -1,5 +1,5 @@
 use crate::catalog_file::load_engine;
-use crate::commands::model::{load_for_search, ModelArgs};
+use crate::model_args::{load_for_search, ModelArgs};
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;

@@ -3,7 +3,7 @@
 //! file (`--rest-only`).
 
 use crate::catalog_file::load_engine_with;
-use crate::commands::model::ModelArgs;
+use crate::model_args::ModelArgs;
 use crate::BadInput;
 use anyhow::{Context, Result};
 use clap::Args;

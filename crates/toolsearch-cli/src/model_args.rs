@@ -1,6 +1,6 @@
-//! The embedding model options of `bench search`: the same options, loaded the same way, as
-//! `toolsearch search` has them (crates/toolsearch-cli/src/commands/model.rs), so that the
-//! measured search is the one users run.
+//! The embedding model options of the commands that search (`toolsearch search`, `eval`,
+//! `serve`, and `toolsearch-bench search`, which compiles this file too so that the search it
+//! measures loads its model as users' searches do).
 
 use std::path::PathBuf;
 use std::sync::Arc;
