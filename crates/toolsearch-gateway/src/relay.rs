@@ -113,6 +113,9 @@ pub trait Downstream: Send + Sync {
     fn link(&self, session: &str) -> Option<Link>;
     /// Every attached session.
     fn links(&self) -> Vec<Link>;
+    /// The attached sessions that asked for log messages of `level` (that level or a more
+    /// verbose one), without copying the others.
+    fn logging(&self, level: LoggingLevel) -> Vec<Link>;
 }
 
 #[derive(Default)]
@@ -407,14 +410,12 @@ impl Relay {
             .filter(|c| c.server == server)
             .map(|c| c.session.clone())
             .collect();
-        for link in self.links() {
-            let wants = link
-                .log_level
-                .is_some_and(|wanted| severity(params.level) >= severity(wanted));
-            if !wants
-                || !(callers.is_empty() || callers.contains(&link.session))
-                || !link.reaches(server)
-            {
+        let logging = self
+            .downstream
+            .get()
+            .map_or_else(Vec::new, |d| d.logging(params.level));
+        for link in logging {
+            if !(callers.is_empty() || callers.contains(&link.session)) || !link.reaches(server) {
                 continue;
             }
             if let Err(e) = link.peer.notify_logging_message(params.clone()).await {

@@ -656,6 +656,19 @@ impl Downstream for Sessions {
             .filter_map(|(id, entry)| entry.link(id))
             .collect()
     }
+
+    #[allow(deprecated)] // logging/setLevel: still what every 2025-11-25 client speaks
+    fn logging(&self, level: LoggingLevel) -> Vec<Link> {
+        let severity = crate::relay::severity;
+        self.lock()
+            .iter()
+            .filter(|(_, e)| {
+                e.log_level
+                    .is_some_and(|wanted| severity(level) >= severity(wanted))
+            })
+            .filter_map(|(id, entry)| entry.link(id))
+            .collect()
+    }
 }
 
 #[cfg(test)]

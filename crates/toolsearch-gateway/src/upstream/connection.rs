@@ -281,53 +281,67 @@ pub enum UpstreamError {
 /// refusal (and of what), a refused or timed-out connection, a name that does not resolve.
 /// `None` when the error says nothing more than its own message.
 pub(crate) fn network_cause(error: &(dyn std::error::Error + 'static)) -> Option<String> {
-    let mut source = Some(error);
-    let mut deepest = None;
-    while let Some(current) = source {
-        if let Some(rmcp::service::ClientInitializeError::TransportError { error, .. }) =
+    let causes = causes(error);
+    if let Some(tls) = causes
+        .iter()
+        .find_map(|c| c.downcast_ref::<rustls::Error>())
+    {
+        return Some(tls_cause(tls));
+    }
+    for io in causes
+        .iter()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+    {
+        match io.kind() {
+            std::io::ErrorKind::ConnectionRefused => {
+                return Some(
+                    "the connection was refused: nothing listens at that host and port".into(),
+                )
+            }
+            std::io::ErrorKind::TimedOut => {
+                return Some("the connection timed out: the host does not answer".into())
+            }
+            _ => {}
+        }
+    }
+    causes
+        .iter()
+        .map(|c| c.to_string())
+        .any(|text| text.contains("dns error") || text.contains("failed to lookup"))
+        .then(|| "the host name does not resolve".to_string())
+}
+
+/// `error` and every error under it, with those rmcp keeps without giving them as the source
+/// (the transport's error of a failed handshake, the HTTP client's error) and the one an
+/// `io::Error` carries.
+fn causes<'a>(
+    error: &'a (dyn std::error::Error + 'static),
+) -> Vec<&'a (dyn std::error::Error + 'static)> {
+    use rmcp::transport::streamable_http_client::StreamableHttpError;
+    // Deep enough for any real chain; a chain that loops stops here.
+    const MAX_DEPTH: usize = 32;
+    let mut found = Vec::new();
+    let mut next = Some(error);
+    while let Some(current) = next.filter(|_| found.len() < MAX_DEPTH) {
+        found.push(current);
+        next = if let Some(rmcp::service::ClientInitializeError::TransportError { error, .. }) =
             current.downcast_ref::<rmcp::service::ClientInitializeError>()
         {
-            source = Some(error.error.as_ref());
-            continue;
-        }
-        // rmcp keeps the HTTP client's error without giving it as the source either.
-        if let Some(rmcp::transport::streamable_http_client::StreamableHttpError::Client(client)) =
-            current.downcast_ref::<rmcp::transport::streamable_http_client::StreamableHttpError<
-                reqwest::Error,
-            >>()
+            Some(error.error.as_ref() as &(dyn std::error::Error + 'static))
+        } else if let Some(StreamableHttpError::Client(client)) =
+            current.downcast_ref::<StreamableHttpError<reqwest::Error>>()
         {
-            source = Some(client);
-            continue;
-        }
-        // An io::Error hides the error it carries from `source()`.
-        let carried = current
+            Some(client as &(dyn std::error::Error + 'static))
+        } else if let Some(carried) = current
             .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-            .map(|inner| inner as &(dyn std::error::Error + 'static));
-        for error in [Some(current), carried].into_iter().flatten() {
-            if let Some(tls) = error.downcast_ref::<rustls::Error>() {
-                return Some(tls_cause(tls));
-            }
-        }
-        if let Some(io) = current.downcast_ref::<std::io::Error>() {
-            match io.kind() {
-                std::io::ErrorKind::ConnectionRefused => {
-                    return Some(
-                        "the connection was refused: nothing listens at that host and port".into(),
-                    )
-                }
-                std::io::ErrorKind::TimedOut => {
-                    return Some("the connection timed out: the host does not answer".into())
-                }
-                _ => {}
-            }
-        }
-        deepest = Some(current.to_string());
-        source = carried.or_else(|| current.source());
+            .and_then(std::io::Error::get_ref)
+        {
+            Some(carried as &(dyn std::error::Error + 'static))
+        } else {
+            current.source()
+        };
     }
-    deepest
-        .filter(|text| text.contains("dns error") || text.contains("failed to lookup"))
-        .map(|_| "the host name does not resolve".to_string())
+    found
 }
 
 /// A TLS refusal in words: what about the server's certificate or handshake failed.
@@ -392,52 +406,41 @@ impl std::fmt::Display for CredentialsRefused {
 pub(crate) fn credentials_refused(
     error: &(dyn std::error::Error + 'static),
 ) -> Option<CredentialsRefused> {
+    causes(error).into_iter().find_map(refusal)
+}
+
+/// The refusal of credentials one error says, if it says one.
+fn refusal(error: &(dyn std::error::Error + 'static)) -> Option<CredentialsRefused> {
     use rmcp::transport::streamable_http_client::{
         AuthRequiredError, InsufficientScopeError, StreamableHttpError,
     };
-    let mut source = Some(error);
-    while let Some(current) = source {
-        // rmcp keeps the transport's error in a field it does not give as the source.
-        if let Some(rmcp::service::ClientInitializeError::TransportError { error, .. }) =
-            current.downcast_ref::<rmcp::service::ClientInitializeError>()
-        {
-            source = Some(error.error.as_ref());
-            continue;
-        }
-        if let Some(required) = current.downcast_ref::<AuthRequiredError>() {
-            let oauth = required
-                .www_authenticate_header
-                .contains("resource_metadata");
-            return Some(CredentialsRefused::Missing { oauth });
-        }
-        if let Some(insufficient) = current.downcast_ref::<InsufficientScopeError>() {
-            return Some(CredentialsRefused::LacksScope {
-                scope: insufficient.required_scope.clone(),
-            });
-        }
-        if let Some(StreamableHttpError::UnexpectedServerResponse(text)) =
-            current.downcast_ref::<StreamableHttpError<reqwest::Error>>()
-        {
-            if text.starts_with("HTTP 401") {
-                return Some(CredentialsRefused::Missing { oauth: false });
-            }
-            if text.starts_with("HTTP 403") {
-                return Some(CredentialsRefused::LacksScope { scope: None });
-            }
-        }
-        if let Some(status) = current
-            .downcast_ref::<reqwest::Error>()
-            .and_then(reqwest::Error::status)
-        {
-            match status.as_u16() {
-                401 => return Some(CredentialsRefused::Missing { oauth: false }),
-                403 => return Some(CredentialsRefused::LacksScope { scope: None }),
-                _ => {}
-            }
-        }
-        source = current.source();
+    if let Some(required) = error.downcast_ref::<AuthRequiredError>() {
+        let oauth = required
+            .www_authenticate_header
+            .contains("resource_metadata");
+        return Some(CredentialsRefused::Missing { oauth });
     }
-    None
+    if let Some(insufficient) = error.downcast_ref::<InsufficientScopeError>() {
+        return Some(CredentialsRefused::LacksScope {
+            scope: insufficient.required_scope.clone(),
+        });
+    }
+    let status = match error.downcast_ref::<StreamableHttpError<reqwest::Error>>() {
+        Some(StreamableHttpError::UnexpectedServerResponse(text)) => text
+            .strip_prefix("HTTP ")
+            .and_then(|rest| rest.get(..3))?
+            .parse()
+            .ok()?,
+        _ => error
+            .downcast_ref::<reqwest::Error>()
+            .and_then(reqwest::Error::status)?
+            .as_u16(),
+    };
+    match status {
+        401 => Some(CredentialsRefused::Missing { oauth: false }),
+        403 => Some(CredentialsRefused::LacksScope { scope: None }),
+        _ => None,
+    }
 }
 
 impl UpstreamError {
