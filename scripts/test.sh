@@ -11,7 +11,16 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 bash scripts/install-test-peers.sh
 cargo fmt --all --check
 python3 scripts/check-module-cycles.py
-cargo clippy --workspace --all-targets --locked -- -D warnings
+
+# Lints: every workspace target is compiled by clippy-driver with `-D warnings` (what `cargo
+# clippy --workspace --all-targets -- -D warnings` checks), as part of the build the tests need;
+# dependencies are compiled once, by rustc. Plain `cargo build` afterwards recompiles only the
+# workspace's own crates.
+command -v clippy-driver >/dev/null || {
+    echo "clippy-driver not found: install it with 'rustup component add clippy'" >&2
+    exit 1
+}
+export RUSTC_WORKSPACE_WRAPPER="$PWD/scripts/clippy-rustc"
 
 # The tests run the real embedding model: build what they build (the `toolsearch` binary among
 # it), install the model with that binary, and make a missing model a failure, not a skip.
@@ -22,7 +31,7 @@ export TOOLSEARCH_REQUIRE_MODEL=1
 export TOOLSEARCH_PYTHON="${TOOLSEARCH_PYTHON:-$PEERS/venv/bin/python}"
 # Every program too: the bench tests run toolsearch-bench, which `cargo test` does not build.
 cargo build --workspace --locked
-cargo test --workspace --locked --no-run
+cargo test --workspace --all-targets --locked --no-run
 "${CARGO_TARGET_DIR:-target}/debug/toolsearch" model fetch --dir "$TOOLSEARCH_MODEL_DIR"
 
 # The integration tests spend most of their time waiting on the servers and clients they start
