@@ -169,7 +169,13 @@ impl ServerHandler for GatewayService {
         // Bound before the answer is written: its instructions list the session's tools.
         self.bind(&context.extensions)?;
         if let Some(McpSessionName(id)) = context.extensions.get::<McpSessionName>() {
-            self.gateway.sessions().name(self.session_id(), id);
+            self.gateway
+                .sessions()
+                .name(self.session_id(), id)
+                .map_err(|e| {
+                    tracing::warn!(session = self.session_id(), error = %e, "initialize refused");
+                    ErrorData::invalid_request(e.to_string(), None)
+                })?;
             self.gateway
                 .sessions()
                 .remember_peer(self.session_id(), &context.peer);

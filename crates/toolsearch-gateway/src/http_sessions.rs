@@ -51,11 +51,13 @@ pub(crate) struct SessionOwners {
     metrics: crate::metrics::Metrics,
 }
 
-/// Who owns each session known here, its state and when it was last used, and each token's
-/// sessions by last use: the least recently used is the first to make room for the same token's
-/// next.
-#[derive(Default)]
+/// Each session known here, its state and when it was last used, and each token's sessions by
+/// last use: the least recently used is the first to make room for the same token's next. Who
+/// owns a session is not kept here but in the gateway's [`Sessions`], the one map of owners,
+/// which every connection serving the session binds against.
 struct OwnerBook {
+    /// The gateway's sessions, which keep each session's owner.
+    owners: Arc<Sessions>,
     sessions: HashMap<String, Owned>,
     by_token: HashMap<rest::TokenId, BTreeMap<u64, String>>,
     /// Held `GET` streams per token.
@@ -67,7 +69,6 @@ struct OwnerBook {
 }
 
 struct Owned {
-    owner: Option<rest::TokenId>,
     /// The book's clock at its last use.
     used: u64,
     last_used: Instant,
@@ -86,13 +87,29 @@ enum Life {
 }
 
 impl OwnerBook {
+    fn new(owners: Arc<Sessions>) -> Self {
+        Self {
+            owners,
+            sessions: HashMap::new(),
+            by_token: HashMap::new(),
+            streams: HashMap::new(),
+            clock: 0,
+            resting: 0,
+        }
+    }
+
+    /// The owner of a session in the book.
     fn owner(&self, id: &str) -> Option<Option<rest::TokenId>> {
-        self.sessions.get(id).map(|o| o.owner.clone())
+        if !self.sessions.contains_key(id) {
+            return None;
+        }
+        self.owners.owner_named(id)
     }
 
     /// Records `id` as `owner`'s, connected and just used.
     fn insert(&mut self, id: &str, owner: Option<rest::TokenId>) {
         self.remove(id);
+        self.owners.claim(id, owner.clone());
         self.clock += 1;
         if let Some(token) = &owner {
             self.by_token
@@ -103,7 +120,6 @@ impl OwnerBook {
         self.sessions.insert(
             id.to_string(),
             Owned {
-                owner,
                 used: self.clock,
                 last_used: Instant::now(),
                 open: 0,
@@ -121,11 +137,11 @@ impl OwnerBook {
         };
         let before = std::mem::replace(&mut owned.used, clock);
         owned.last_used = Instant::now();
-        if let Some(token) = &owned.owner {
-            if let Some(sessions) = self.by_token.get_mut(token) {
-                sessions.remove(&before);
-                sessions.insert(clock, id.to_string());
-            }
+        if let Some(token) = self.unindex(before) {
+            self.by_token
+                .entry(token)
+                .or_default()
+                .insert(clock, id.to_string());
         }
     }
 
@@ -135,15 +151,27 @@ impl OwnerBook {
         if matches!(owned.life, Life::Resting) {
             self.resting -= 1;
         }
-        if let Some(token) = &owned.owner {
-            if let Some(sessions) = self.by_token.get_mut(token) {
-                sessions.remove(&owned.used);
-                if sessions.is_empty() {
-                    self.by_token.remove(token);
-                }
+        self.unindex(owned.used);
+        self.owners.disown(id);
+        Some(owned)
+    }
+
+    /// Takes the session last used at `used` out of its token's sessions by last use; the
+    /// token, when it has one. The clock never repeats, so `used` names one entry of one token
+    /// (there are few tokens).
+    fn unindex(&mut self, used: u64) -> Option<rest::TokenId> {
+        let token = self
+            .by_token
+            .iter()
+            .find(|(_, sessions)| sessions.contains_key(&used))
+            .map(|(token, _)| token.clone())?;
+        if let Some(sessions) = self.by_token.get_mut(&token) {
+            sessions.remove(&used);
+            if sessions.is_empty() {
+                self.by_token.remove(&token);
             }
         }
-        Some(owned)
+        Some(token)
     }
 
     /// The least recently used sessions of `token` past `max`, forgotten here.
@@ -221,7 +249,7 @@ impl SessionOwners {
         http: &HttpConfig,
     ) -> Arc<Self> {
         let owners = Arc::new(Self {
-            book: Mutex::new(OwnerBook::default()),
+            book: Mutex::new(OwnerBook::new(gateway.sessions().clone())),
             manager,
             sessions: gateway.sessions().clone(),
             restorable,
@@ -702,4 +730,43 @@ pub(crate) async fn session_closed_no_content(
         return Response::from_parts(parts, axum::body::Body::empty());
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn book() -> OwnerBook {
+        OwnerBook::new(Arc::new(Sessions::new(Arc::new(
+            crate::shared::InProcess::default(),
+        ))))
+    }
+
+    /// The book keeps no owner of its own: it records them in the gateway's sessions, and a
+    /// token's least recently used session is the first past its limit.
+    #[test]
+    fn the_book_records_owners_in_the_sessions_and_evicts_a_tokens_least_recently_used() {
+        let mut book = book();
+        let alice = rest::TokenId::from_stored("alice");
+        book.insert("a1", Some(alice.clone()));
+        book.insert("a2", Some(alice.clone()));
+        book.insert("open", None);
+        assert_eq!(book.owners.owner_named("a1"), Some(Some(alice.clone())));
+        assert_eq!(book.owner("open"), Some(None));
+        assert_eq!(book.owner("elsewhere"), None);
+
+        book.touch("a1");
+        assert_eq!(book.over_limit(&alice, 1), vec!["a2".to_string()]);
+        assert_eq!(book.owner("a2"), None);
+        assert_eq!(
+            book.owners.owner_named("a2"),
+            None,
+            "forgotten in the sessions too"
+        );
+        assert_eq!(book.over_limit(&alice, 1), Vec::<String>::new());
+
+        book.remove("a1");
+        assert!(book.by_token.is_empty(), "no token keeps an ended session");
+        assert_eq!(book.owners.owner_named("a1"), None);
+    }
 }

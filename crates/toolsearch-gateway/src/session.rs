@@ -24,18 +24,14 @@ use crate::rest::{SharedEngine, TokenId};
 use crate::shared::{Notice, NoticeKind, SharedOutput, SharedSessions, SharedStateError};
 use crate::upstream::supervisor::UpstreamManager;
 
-/// Who a downstream session belongs to, and so what it may see.
+/// What a downstream session may see; who it belongs to is in [`Sessions`]' map of owners.
 #[derive(Debug, Clone, Default)]
 enum Access {
     /// Opened over HTTP, no token bound yet: it sees no tool.
     #[default]
     Unbound,
-    /// Bound for the session's lifetime to a token (its identity; `None` without tokens, and
-    /// over stdio) and that token's scope.
-    Bound {
-        owner: Option<TokenId>,
-        scope: Arc<Scope>,
-    },
+    /// Bound for the session's lifetime to its token's scope.
+    Bound { scope: Arc<Scope> },
 }
 
 /// One downstream session.
@@ -98,6 +94,12 @@ pub(crate) struct Sessions {
     sessions: Mutex<HashMap<String, Session>>,
     /// The session of each `Mcp-Session-Id` served here now.
     named: Mutex<HashMap<String, String>>,
+    /// Who owns each session: the token that opened it (its identity; `None` without tokens,
+    /// and over stdio), under its `Mcp-Session-Id` once it has one (there it outlives the
+    /// connection while the session rests, until the listener forgets it), else under the
+    /// session. The one map of owners: the HTTP listener admits requests by it, and every
+    /// connection serving a session binds against it.
+    owners: Mutex<HashMap<String, Option<TokenId>>>,
     next: AtomicU64,
     /// Where sessions are kept between requests: this process, or a store shared by replicas.
     shared: Arc<dyn SharedSessions>,
@@ -113,6 +115,7 @@ impl Sessions {
         Self {
             sessions: Mutex::new(HashMap::new()),
             named: Mutex::new(HashMap::new()),
+            owners: Mutex::new(HashMap::new()),
             next: AtomicU64::new(1),
             shared,
             ended_elsewhere: Mutex::new(None),
@@ -126,6 +129,10 @@ impl Sessions {
 
     fn lock_named(&self) -> MutexGuard<'_, HashMap<String, String>> {
         self.named.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_owners(&self) -> MutexGuard<'_, HashMap<String, Option<TokenId>>> {
+        self.owners.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The store sessions are kept in between requests.
@@ -149,8 +156,9 @@ impl Sessions {
     pub fn open_with_scope(&self, scope: Arc<Scope>) -> String {
         let id = self.open();
         if let Some(session) = self.lock().get_mut(&id) {
-            session.access = Access::Bound { owner: None, scope };
+            session.access = Access::Bound { scope };
         }
+        self.lock_owners().insert(id.clone(), None);
         id
     }
 
@@ -163,15 +171,42 @@ impl Sessions {
                 session: session.to_string(),
             });
         };
-        match &entry.access {
-            Access::Unbound => {
-                tracing::debug!(session, %scope, "session bound to its token's scope");
-                entry.access = Access::Bound { owner, scope };
-                Ok(())
+        let key = entry
+            .shared_id
+            .clone()
+            .unwrap_or_else(|| session.to_string());
+        let mut owners = self.lock_owners();
+        match owners.get(&key) {
+            Some(bound) if *bound != owner => return Err(GatewayError::SessionOfAnotherToken),
+            Some(_) => {}
+            None => {
+                owners.insert(key, owner);
             }
-            Access::Bound { owner: bound, .. } if *bound == owner => Ok(()),
-            Access::Bound { .. } => Err(GatewayError::SessionOfAnotherToken),
         }
+        drop(owners);
+        if let Access::Unbound = entry.access {
+            tracing::debug!(session, %scope, "session bound to its token's scope");
+            entry.access = Access::Bound { scope };
+        }
+        Ok(())
+    }
+
+    /// Records `owner` as the owner of the session named `mcp_session_id` (the HTTP listener's
+    /// record of a session it opened, or one another replica opened, from the shared store).
+    pub fn claim(&self, mcp_session_id: &str, owner: Option<TokenId>) {
+        self.lock_owners().insert(mcp_session_id.to_string(), owner);
+    }
+
+    /// The owner of the session named `mcp_session_id`, if it is known here.
+    pub fn owner_named(&self, mcp_session_id: &str) -> Option<Option<TokenId>> {
+        self.lock_owners().get(mcp_session_id).cloned()
+    }
+
+    /// Forgets the owner of the session named `mcp_session_id`: it ended here.
+    pub fn disown(&self, mcp_session_id: &str) {
+        let mut owners = self.lock_owners();
+        owners.remove(mcp_session_id);
+        crate::memory::shrink_when_sparse(&mut owners);
     }
 
     /// The scope a session sees: its token's once bound; no tool before, or once it ended.
@@ -197,15 +232,36 @@ impl Sessions {
         }
     }
 
-    /// Names a session by the client's `Mcp-Session-Id`, the key of its state on every replica.
-    pub fn name(&self, session: &str, mcp_session_id: &str) {
-        if let Some(entry) = self.lock().get_mut(session) {
-            if entry.shared_id.is_none() {
-                entry.shared_id = Some(mcp_session_id.to_string());
-                self.lock_named()
-                    .insert(mcp_session_id.to_string(), session.to_string());
-            }
+    /// Names a session by the client's `Mcp-Session-Id`, the key of its state on every replica
+    /// and of its owner, which it takes there: a session already known under that name (one
+    /// coming back from rest, or opened on another replica) keeps its owner, and a connection of
+    /// another token is refused.
+    pub fn name(&self, session: &str, mcp_session_id: &str) -> Result<()> {
+        let mut sessions = self.lock();
+        let Some(entry) = sessions.get_mut(session) else {
+            return Err(GatewayError::SessionEnded {
+                session: session.to_string(),
+            });
+        };
+        if entry.shared_id.is_some() {
+            return Ok(());
         }
+        let mut owners = self.lock_owners();
+        if let Some(owner) = owners.get(session).cloned() {
+            match owners.get(mcp_session_id) {
+                Some(named) if *named != owner => return Err(GatewayError::SessionOfAnotherToken),
+                Some(_) => {}
+                None => {
+                    owners.insert(mcp_session_id.to_string(), owner);
+                }
+            }
+            owners.remove(session);
+        }
+        drop(owners);
+        entry.shared_id = Some(mcp_session_id.to_string());
+        self.lock_named()
+            .insert(mcp_session_id.to_string(), session.to_string());
+        Ok(())
     }
 
     /// The session served here under the client's `Mcp-Session-Id`.
@@ -229,21 +285,23 @@ impl Sessions {
     /// replica), for a sessionless request its token's shelf (`token:<identity>`, `token:none`
     /// without tokens), else the session itself.
     pub fn state_key(&self, session: &str) -> String {
-        match self.lock().get(session) {
-            Some(Session {
-                sessionless: true,
-                access: Access::Bound { owner, .. },
-                ..
-            }) => match owner {
-                Some(owner) => format!("token:{owner}"),
-                None => "token:none".to_string(),
-            },
-            Some(Session {
-                shared_id: Some(id),
-                ..
-            }) => id.clone(),
-            _ => session.to_string(),
+        let sessions = self.lock();
+        let Some(entry) = sessions.get(session) else {
+            return session.to_string();
+        };
+        if entry.sessionless {
+            let key = entry.shared_id.as_deref().unwrap_or(session);
+            if let Some(owner) = self.lock_owners().get(key) {
+                return match owner {
+                    Some(owner) => format!("token:{owner}"),
+                    None => "token:none".to_string(),
+                };
+            }
         }
+        entry
+            .shared_id
+            .clone()
+            .unwrap_or_else(|| session.to_string())
     }
 
     /// The key of a session's reveals: its `Mcp-Session-Id` over HTTP (the same on every
@@ -422,12 +480,21 @@ impl Sessions {
         let (sessionless, shared_id, resting) = removed.map_or((false, None, false), |entry| {
             (entry.sessionless, entry.shared_id, entry.resting)
         });
+        let mut served_by_another = false;
         if let Some(name) = &shared_id {
             let mut named = self.lock_named();
-            if named.get(name).is_some_and(|s| s == session) {
-                named.remove(name);
-                crate::memory::shrink_when_sparse(&mut named);
+            match named.get(name) {
+                Some(serving) if serving == session => {
+                    named.remove(name);
+                    crate::memory::shrink_when_sparse(&mut named);
+                }
+                Some(_) => served_by_another = true,
+                None => {}
             }
+        }
+        // A resting session's owner stays under its name for the connection that brings it back.
+        if !resting && !served_by_another {
+            self.disown(shared_id.as_deref().unwrap_or(session));
         }
         Ended {
             key: shared_id.unwrap_or_else(|| session.to_string()),
@@ -722,8 +789,8 @@ mod tests {
         assert_eq!(sessions.reveal_key(&plain), (plain.clone(), true));
 
         let named = sessions.open_with_scope(Arc::new(Scope::all()));
-        sessions.name(&named, "mcp-1");
-        sessions.name(&named, "mcp-2");
+        sessions.name(&named, "mcp-1").unwrap();
+        sessions.name(&named, "mcp-2").unwrap();
         assert_eq!(sessions.state_key(&named), "mcp-1", "the first name stays");
         assert_eq!(sessions.reveal_key(&named), ("mcp-1".to_string(), true));
         assert_eq!(sessions.named("mcp-1"), Some(named.clone()));
@@ -759,6 +826,63 @@ mod tests {
         assert_eq!(sessions.len(), 2);
     }
 
+    /// One map of owners: a session's owner moves to its `Mcp-Session-Id`, stays there while the
+    /// session rests, binds the connection that brings it back, and goes when the session ends.
+    #[test]
+    fn a_named_session_keeps_its_owner_while_it_rests_and_loses_it_when_it_ends() {
+        let sessions = sessions();
+        let (alice, bob) = (
+            Some(TokenId::from_stored("alice")),
+            Some(TokenId::from_stored("bob")),
+        );
+        let first = sessions.open();
+        sessions
+            .bind(&first, alice.clone(), Arc::new(Scope::all()))
+            .unwrap();
+        sessions.name(&first, "mcp-1").unwrap();
+        assert_eq!(sessions.owner_named("mcp-1"), Some(alice.clone()));
+        assert!(sessions.rest(&first));
+        sessions.remove(&first);
+        assert_eq!(
+            sessions.owner_named("mcp-1"),
+            Some(alice.clone()),
+            "a resting session keeps its owner"
+        );
+
+        // Its next connection: another token's is refused when it takes the name.
+        let stranger = sessions.open();
+        sessions
+            .bind(&stranger, bob, Arc::new(Scope::all()))
+            .unwrap();
+        assert!(matches!(
+            sessions.name(&stranger, "mcp-1"),
+            Err(GatewayError::SessionOfAnotherToken)
+        ));
+        sessions.remove(&stranger);
+        let back = sessions.open();
+        sessions
+            .bind(&back, alice.clone(), Arc::new(Scope::all()))
+            .unwrap();
+        sessions.name(&back, "mcp-1").unwrap();
+        assert_eq!(sessions.owner_named("mcp-1"), Some(alice));
+        assert_eq!(
+            sessions.owners.lock().unwrap().len(),
+            1,
+            "one entry a session"
+        );
+
+        // It ends (not resting): its owner goes with it.
+        sessions.remove(&back);
+        assert_eq!(sessions.owner_named("mcp-1"), None);
+        assert!(sessions.owners.lock().unwrap().is_empty());
+
+        // The listener claims and forgets names it opened or found in the shared store.
+        sessions.claim("mcp-2", None);
+        assert_eq!(sessions.owner_named("mcp-2"), Some(None));
+        sessions.disown("mcp-2");
+        assert_eq!(sessions.owner_named("mcp-2"), None);
+    }
+
     /// Log levels are the sessions': the upstreams are set to the most verbose any session
     /// asked for, and a session the relay cannot reach yet (not attached) is no link of it.
     #[test]
@@ -790,7 +914,7 @@ mod tests {
     fn a_resting_session_ends_as_resting() {
         let sessions = sessions();
         let id = sessions.open_with_scope(Arc::new(Scope::all()));
-        sessions.name(&id, "mcp-9");
+        sessions.name(&id, "mcp-9").unwrap();
         assert!(sessions.rest(&id));
         let ended = sessions.remove(&id);
         assert!(ended.resting);
