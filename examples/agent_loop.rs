@@ -5,7 +5,7 @@
 //! Search is hybrid (words and meaning) when the embedding model is installed
 //! (`toolsearch model fetch`, or `TOOLSEARCH_MODEL_DIR`), and by words otherwise.
 //!
-//! Run it with `cargo run --release -p toolsearch-embed --example agent_loop`.
+//! Run it with `cargo run --release -p toolsearch-core --example agent_loop`.
 
 use serde_json::{json, Value};
 use std::sync::Arc;
