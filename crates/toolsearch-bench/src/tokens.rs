@@ -1,7 +1,8 @@
 //! `toolsearch bench tokens`: what the tool payload of a request costs, in bytes and in o200k
 //! tokens (counted with the tokenizer, not estimated), for full schemas and for each preset. A
 //! preset's list is what a gateway with default settings returns to a new session's `tools/list`
-//! (its served tools included), counted as the console counts it.
+//! (its served tools included), counted as the console counts it; its surface adds the
+//! `instructions` of the session's `initialize`.
 
 use crate::catalog_file::load_engine;
 use anyhow::Result;
@@ -95,17 +96,20 @@ fn print_table(report: &Report, query: &str) {
     );
     println!();
     println!(
-        "{:<12} {:>10} {:>10} {:>8} {:>13}",
-        "preset", "bytes", "tokens", "% full", "after query"
+        "{:<12} {:>10} {:>10} {:>8} {:>13} {:>13} {:>9} {:>8}",
+        "preset", "bytes", "tokens", "% full", "after query", "instructions", "surface", "% full"
     );
     for p in &report.presets {
         println!(
-            "{:<12} {:>10} {:>10} {:>7.2}% {:>13}",
+            "{:<12} {:>10} {:>10} {:>7.2}% {:>13} {:>13} {:>9} {:>7.2}%",
             p.preset,
             p.bytes,
             p.tokens,
             percent(p.tokens),
-            p.after_query_tokens
+            p.after_query_tokens,
+            p.instructions_tokens,
+            p.surface_tokens,
+            percent(p.surface_tokens)
         );
     }
     println!();
@@ -116,5 +120,9 @@ fn print_table(report: &Report, query: &str) {
     println!(
         "a preset's list is a new session's tools/list (with --config's settings, or the defaults): \
          the meta-tools and the tools the gateway serves itself (large outputs, prompt search)"
+    );
+    println!(
+        "surface: the list and the instructions of the same session's initialize, which clients \
+         put before the model too"
     );
 }

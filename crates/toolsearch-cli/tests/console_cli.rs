@@ -260,6 +260,12 @@ fn the_console_in_a_browser() {
 
     let first_tokens = steps[6]["first_tokens"].as_u64().unwrap();
     assert!(first_tokens > 100 && first_tokens < 2000, "{}", steps[6]);
+    let surface_tokens = steps[6]["surface_tokens"].as_u64().unwrap();
+    assert!(
+        surface_tokens > first_tokens,
+        "the surface counts the instructions too: {}",
+        steps[6]
+    );
     assert!(
         steps[6]["figures"]
             .as_str()
@@ -399,4 +405,14 @@ fn what_the_model_sees_is_the_real_tools_list() {
     let tokens = counter.size(&json!({ "tools": tools })).tokens;
     assert_eq!(first["tokens"], tokens, "{view}");
     assert!(tokens > 1000, "{tokens}");
+    // The surface adds the instructions the client received with `initialize`.
+    let instructions = report["initialize"]["instructions"].as_str().unwrap();
+    let instruction_tokens = counter.tokens(instructions);
+    assert!(instruction_tokens > 0, "{report}");
+    assert_eq!(first["instructions_tokens"], instruction_tokens, "{view}");
+    assert_eq!(
+        first["surface_tokens"],
+        tokens + instruction_tokens,
+        "{view}"
+    );
 }

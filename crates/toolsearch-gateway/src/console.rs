@@ -330,7 +330,7 @@ async fn payload_view(
     let scope = grant.scope().as_ref().clone();
     let engine = gateway.engine().clone();
     // The gateway's own settings and served tools: the list a new session's tools/list returns.
-    let surface = payload::Surface::of_disclosure(gateway.disclosure());
+    let surface = payload::Surface::of_disclosure(gateway.disclosure(), gateway.served_guidance());
     tokio::task::spawn_blocking(move || {
         let counter = Counter::o200k().map_err(ApiError::Internal)?;
         let engine = engine.read().unwrap_or_else(|e| e.into_inner());

@@ -260,18 +260,17 @@ impl Gateway {
         let scope = self.sessions.scope(session);
         // `initialize` is answered at once, before the upstreams are indexed: counts and
         // categories would describe an empty catalog, so say how to find tools instead.
-        let mut guidance = if self.first_starts_done() {
+        let guidance = if self.first_starts_done() {
             self.disclosure.guidance_in(&self.read_engine(), &scope)
         } else {
             self.first_starts.starting_guidance(self.preset())
         };
-        if let Some(served) = self.calls.served.guidance() {
-            if !guidance.is_empty() {
-                guidance.push_str("\n\n");
-            }
-            guidance.push_str(&served);
-        }
-        guidance
+        crate::payload::instructions(guidance, self.served_guidance().as_deref())
+    }
+
+    /// What the served tools add to every session's instructions (the large-output tools').
+    pub fn served_guidance(&self) -> Option<String> {
+        self.calls.served.guidance()
     }
 
     /// Runs a tools/call for a session, in its scope (`tools.rs`). Errors the model can act on

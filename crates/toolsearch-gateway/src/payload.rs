@@ -1,9 +1,10 @@
 //! What the model is sent: a preset's tool list in a provider's format, and its cost in bytes and
-//! o200k tokens (counted with the tokenizer, not estimated), before and after a search. Used by
-//! `toolsearch bench tokens` and the console's "what the model sees". Both count the list a new
-//! session's `tools/list` returns: the preset's meta-tools and the tools the gateway serves itself
-//! (the large-output tools, `search_prompts` and `get_prompt`), through a [`Surface`] with the
-//! gateway's disclosure settings.
+//! o200k tokens (counted with the tokenizer, not estimated), before and after a search, and the
+//! `instructions` a new session's `initialize` carries. Used by `toolsearch bench tokens` and the
+//! console's "what the model sees". Both count the list a new session's `tools/list` returns: the
+//! preset's meta-tools and the tools the gateway serves itself (the large-output tools,
+//! `search_prompts` and `get_prompt`), through a [`Surface`] with the gateway's disclosure
+//! settings; the instructions are made by [`instructions`], which the gateway answers with.
 
 use std::str::FromStr;
 
@@ -93,6 +94,11 @@ pub struct PresetCost {
     pub tokens: usize,
     /// The tool list after the query, plus the meta-tool results the model read.
     pub after_query_tokens: usize,
+    /// The `instructions` of the same new session's `initialize` answer, which clients put
+    /// before the model with the tools.
+    pub instructions_tokens: usize,
+    /// The whole first surface: the tool list and the instructions.
+    pub surface_tokens: usize,
     /// The first request's tool payload itself.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub payload: Option<Value>,
@@ -117,6 +123,11 @@ impl Counter {
             .map_err(|e| format!("cannot load the o200k tokenizer: {e}"))
     }
 
+    /// The o200k tokens of plain text.
+    pub fn tokens(&self, text: &str) -> usize {
+        self.bpe.encode_with_special_tokens(text).len()
+    }
+
     pub fn size(&self, value: &Value) -> Size {
         let text = value.to_string();
         Size {
@@ -128,31 +139,37 @@ impl Counter {
 
 const SESSION: &str = "payload";
 
-/// What builds the tool list a new session receives: the disclosure settings (threshold,
-/// category tools, limits) and the tools served beside the meta-tools, in their order.
+/// What builds the tool list and instructions a new session receives: the disclosure settings
+/// (threshold, category tools, limits), the tools served beside the meta-tools, in their order,
+/// and what the served tools add to the instructions.
 #[derive(Debug, Clone)]
 pub struct Surface {
     config: DisclosureConfig,
     served: Vec<ToolDecl>,
+    served_guidance: Option<String>,
 }
 
 impl Surface {
     /// The surface of a gateway started with `config` (what `Gateway::start` builds).
     pub fn of_config(config: &GatewayConfig) -> Self {
+        let offload = &config.tool_search.offload;
         Self {
             config: config.disclosure_config(),
             served: served_tools(config),
+            served_guidance: offload.enabled.then(|| crate::offload::guidance(offload)),
         }
     }
 
-    /// The surface of a running gateway's disclosure: its settings and its served tools.
-    pub fn of_disclosure(disclosure: &Disclosure) -> Self {
+    /// The surface of a running gateway: its disclosure's settings and served tools, and what
+    /// its served tools add to the instructions (`Gateway::served_guidance`).
+    pub fn of_disclosure(disclosure: &Disclosure, served_guidance: Option<String>) -> Self {
         let served = (0..)
             .map_while(|i| disclosure.served_decl(ServedId(i)).cloned())
             .collect();
         Self {
             config: disclosure.config().clone(),
             served,
+            served_guidance,
         }
     }
 
@@ -164,6 +181,19 @@ impl Surface {
         }
         Ok(disclosure)
     }
+}
+
+/// A session's `instructions`: the disclosure's guidance for what it sees, then what the served
+/// tools add. The gateway answers `initialize` with it; the counts here use it too.
+pub fn instructions(guidance: String, served_guidance: Option<&str>) -> String {
+    let mut instructions = guidance;
+    if let Some(served) = served_guidance {
+        if !instructions.is_empty() {
+            instructions.push_str("\n\n");
+        }
+        instructions.push_str(served);
+    }
+    instructions
 }
 
 /// The tools a gateway with `config` serves itself, in the order it serves them: the large-output
@@ -213,6 +243,11 @@ pub fn preset_cost(
     let caller = || Caller::new(SESSION, scope);
     let first = format.write(&disclosure.visible_tools(caller(), engine));
     let first_size = counter.size(&first);
+    let instructions = instructions(
+        disclosure.guidance_in(engine, scope),
+        surface.served_guidance.as_deref(),
+    );
+    let instructions_tokens = counter.tokens(&instructions);
     let read = apply_query(&disclosure, engine, query, scope)?;
     let after = counter.size(&format.write(&disclosure.visible_tools(caller(), engine)));
     Ok(PresetCost {
@@ -221,6 +256,8 @@ pub fn preset_cost(
         tokens: first_size.tokens,
         after_query_tokens: after.tokens
             + read.iter().map(|r| counter.size(r).tokens).sum::<usize>(),
+        instructions_tokens,
+        surface_tokens: first_size.tokens + instructions_tokens,
         payload: keep_payload.then_some(first),
     })
 }
@@ -274,13 +311,30 @@ mod tests {
             config.tool_search.search_prompts = prompts;
             config.tool_search.semantic.enabled = false;
             let gateway = crate::Gateway::start(config.clone()).unwrap();
-            let running = Surface::of_disclosure(gateway.disclosure());
+            let running = Surface::of_disclosure(gateway.disclosure(), gateway.served_guidance());
             let built = Surface::of_config(&config);
             assert_eq!(
                 running.served, built.served,
                 "offload {offload}, prompts {prompts}"
             );
             assert_eq!(running.config, built.config);
+            assert_eq!(running.served_guidance, built.served_guidance);
+            // The instructions counted are those a new session gets.
+            let session = gateway
+                .sessions()
+                .open_with_scope(std::sync::Arc::new(Scope::all()));
+            let counted = {
+                let engine = gateway.engine().read().unwrap();
+                instructions(
+                    built
+                        .disclosure(gateway.preset())
+                        .unwrap()
+                        .guidance_in(&engine, &Scope::all()),
+                    built.served_guidance.as_deref(),
+                )
+            };
+            assert_eq!(gateway.guidance(&session), counted);
+            assert!(!counted.is_empty(), "offload {offload}, prompts {prompts}");
             gateway.shutdown().await;
         }
     }

@@ -109,6 +109,7 @@ try {
         out.steps.push({
           figures: await page.textContent("#payload-figures"),
           first_tokens: Number((await page.textContent("#payload-first")).replace(/[^0-9]/g, "")),
+          surface_tokens: Number((await page.textContent("#payload-surface")).replace(/[^0-9]/g, "")),
         });
         break;
       case "searches":
