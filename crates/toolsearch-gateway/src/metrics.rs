@@ -57,30 +57,219 @@ fn histograms(name: &str, help: &str, buckets: Vec<f64>, labels: &[&str]) -> His
     HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels).expect(STATIC)
 }
 
-/// The registry and every metric in it.
+/// The registry and every metric in it, by area.
 #[derive(Debug, Clone)]
 pub struct Metrics {
     registry: Registry,
+    search: SearchMetrics,
+    calls: CallMetrics,
+    upstreams: UpstreamMetrics,
+    sessions: SessionMetrics,
+}
+
+/// Makes each metric and registers it at once, so that none is made and left out of `/metrics`.
+struct Declare<'a> {
+    registry: &'a Registry,
+}
+
+impl Declare<'_> {
+    fn add<M: prometheus::core::Collector + Clone + 'static>(&self, metric: M) -> M {
+        // Names are fixed and distinct: registering cannot fail.
+        if let Err(e) = self.registry.register(Box::new(metric.clone())) {
+            tracing::error!(error = %e, "a metric could not be registered");
+        }
+        metric
+    }
+
+    fn counters(&self, name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+        self.add(counters(name, help, labels))
+    }
+
+    fn gauges(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+        self.add(gauges(name, help, labels))
+    }
+
+    fn gauge(&self, name: &str, help: &str) -> IntGauge {
+        self.add(gauge(name, help))
+    }
+
+    fn histograms(
+        &self,
+        name: &str,
+        help: &str,
+        buckets: Vec<f64>,
+        labels: &[&str],
+    ) -> HistogramVec {
+        self.add(histograms(name, help, buckets, labels))
+    }
+}
+
+/// Searches, by face: how many, how long, how many results.
+#[derive(Debug, Clone)]
+struct SearchMetrics {
     searches: IntCounterVec,
     search_seconds: HistogramVec,
     search_results: HistogramVec,
     empty_searches: IntCounterVec,
+}
+
+impl SearchMetrics {
+    fn new(declare: &Declare<'_>) -> Self {
+        let latency = || LATENCY_BUCKETS.to_vec();
+        Self {
+            searches: declare.counters(
+                "toolsearch_searches_total",
+                "Searches, by face (mcp, rest, console) and mode",
+                &["face", "mode"],
+            ),
+            search_seconds: declare.histograms(
+                "toolsearch_search_duration_seconds",
+                "Time to answer a search, by face",
+                latency(),
+                &["face"],
+            ),
+            search_results: declare.histograms(
+                "toolsearch_search_results",
+                "Results returned by a search, by face",
+                vec![0.0, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0],
+                &["face"],
+            ),
+            empty_searches: declare.counters(
+                "toolsearch_searches_empty_total",
+                "Searches that returned no result, by face",
+                &["face"],
+            ),
+        }
+    }
+}
+
+/// Calls forwarded to upstreams, by server.
+#[derive(Debug, Clone)]
+struct CallMetrics {
     calls: IntCounterVec,
     call_errors: IntCounterVec,
     call_seconds: HistogramVec,
+}
+
+impl CallMetrics {
+    fn new(declare: &Declare<'_>) -> Self {
+        let latency = || LATENCY_BUCKETS.to_vec();
+        Self {
+            calls: declare.counters(
+                "toolsearch_calls_total",
+                "Tool calls forwarded to an upstream, by server",
+                &["server"],
+            ),
+            call_errors: declare.counters(
+                "toolsearch_call_errors_total",
+                "Forwarded tool calls that failed or returned isError, by server",
+                &["server"],
+            ),
+            call_seconds: declare.histograms(
+                "toolsearch_call_duration_seconds",
+                "Time of a forwarded tool call, by server",
+                latency(),
+                &["server"],
+            ),
+        }
+    }
+}
+
+/// The upstreams: their state, restarts, tools and tool vectors.
+#[derive(Debug, Clone)]
+struct UpstreamMetrics {
     upstream_state: IntGaugeVec,
     upstream_restarts: IntCounterVec,
     upstream_tools: IntGaugeVec,
+    tool_vectors: IntCounterVec,
+}
+
+impl UpstreamMetrics {
+    fn new(declare: &Declare<'_>) -> Self {
+        Self {
+            upstream_state: declare.gauges(
+                "toolsearch_upstream_state",
+                "1 for the state each upstream is in, 0 for the others",
+                &["server", "state"],
+            ),
+            upstream_restarts: declare.counters(
+                "toolsearch_upstream_restarts_total",
+                "Times an upstream went down and was restarted, by server",
+                &["server"],
+            ),
+            upstream_tools: declare.gauges(
+                "toolsearch_upstream_tools",
+                "Tools each upstream lists (after validation), by server",
+                &["server"],
+            ),
+            tool_vectors: declare.counters(
+                "toolsearch_tool_vectors_total",
+                "Tool vectors for search by meaning (two per tool: its purpose and its parameters), by where they came from: the model here, this replica's disk cache, or other replicas through the shared state",
+                &["source"],
+            ),
+        }
+    }
+}
+
+/// Sessions and what they hold: open, resting, started, ended to make room, streams, limits, the state store, stored outputs.
+#[derive(Debug, Clone)]
+struct SessionMetrics {
     sessions_open: IntGauge,
     sessions_resting: IntGauge,
-    offloaded_outputs: IntGauge,
-    offloaded_bytes: IntGauge,
-    state_store_up: IntGaugeVec,
     sessions_started: IntCounterVec,
-    tool_vectors: IntCounterVec,
+    sessions_evicted: IntCounterVec,
     streams_held: IntGauge,
     limit_refusals: IntCounterVec,
-    sessions_evicted: IntCounterVec,
+    state_store_up: IntGaugeVec,
+    offloaded_outputs: IntGauge,
+    offloaded_bytes: IntGauge,
+}
+
+impl SessionMetrics {
+    fn new(declare: &Declare<'_>) -> Self {
+        Self {
+            sessions_open: declare.gauge(
+                "toolsearch_sessions_open",
+                "MCP sessions open, resting ones included",
+            ),
+            sessions_resting: declare.gauge(
+                "toolsearch_sessions_resting",
+                "MCP sessions resting: idle, their connection let go until their next request",
+            ),
+            sessions_started: declare.counters(
+                "toolsearch_sessions_started_total",
+                "MCP sessions started here: opened by a client's initialize, or restored from the shared state (a session another replica opened)",
+                &["how"],
+            ),
+            sessions_evicted: declare.counters(
+                "toolsearch_sessions_evicted_total",
+                "MCP sessions ended to make room, by reason (token_limit: their token opened one past http.maxSessionsPerToken)",
+                &["reason"],
+            ),
+            streams_held: declare.gauge(
+                "toolsearch_streams_held",
+                "GET streams (a session's listener for server messages) held open by clients",
+            ),
+            limit_refusals: declare.counters(
+                "toolsearch_limit_refusals_total",
+                "Requests refused with 429 because their token was at a limit, by limit (requests: http.maxRequestsPerToken, streams: http.maxStreamsPerToken)",
+                &["limit"],
+            ),
+            state_store_up: declare.gauges(
+                "toolsearch_state_store_up",
+                "1 when the store sessions are kept in (memory or redis) answered its last request",
+                &["store"],
+            ),
+            offloaded_outputs: declare.gauge(
+                "toolsearch_offloaded_outputs",
+                "Large tool outputs stored across sessions",
+            ),
+            offloaded_bytes: declare.gauge(
+                "toolsearch_offloaded_bytes",
+                "Bytes of large tool outputs stored across sessions",
+            ),
+        }
+    }
 }
 
 /// The states an upstream can be in, as the `state` label of `toolsearch_upstream_state`.
@@ -101,164 +290,50 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let latency = || LATENCY_BUCKETS.to_vec();
-        let metrics = Self {
-            searches: counters(
-                "toolsearch_searches_total",
-                "Searches, by face (mcp, rest, console) and mode",
-                &["face", "mode"],
-            ),
-            search_seconds: histograms(
-                "toolsearch_search_duration_seconds",
-                "Time to answer a search, by face",
-                latency(),
-                &["face"],
-            ),
-            search_results: histograms(
-                "toolsearch_search_results",
-                "Results returned by a search, by face",
-                vec![0.0, 1.0, 2.0, 3.0, 5.0, 10.0, 20.0, 50.0],
-                &["face"],
-            ),
-            empty_searches: counters(
-                "toolsearch_searches_empty_total",
-                "Searches that returned no result, by face",
-                &["face"],
-            ),
-            calls: counters(
-                "toolsearch_calls_total",
-                "Tool calls forwarded to an upstream, by server",
-                &["server"],
-            ),
-            call_errors: counters(
-                "toolsearch_call_errors_total",
-                "Forwarded tool calls that failed or returned isError, by server",
-                &["server"],
-            ),
-            call_seconds: histograms(
-                "toolsearch_call_duration_seconds",
-                "Time of a forwarded tool call, by server",
-                latency(),
-                &["server"],
-            ),
-            upstream_state: gauges(
-                "toolsearch_upstream_state",
-                "1 for the state each upstream is in, 0 for the others",
-                &["server", "state"],
-            ),
-            upstream_restarts: counters(
-                "toolsearch_upstream_restarts_total",
-                "Times an upstream went down and was restarted, by server",
-                &["server"],
-            ),
-            upstream_tools: gauges(
-                "toolsearch_upstream_tools",
-                "Tools each upstream lists (after validation), by server",
-                &["server"],
-            ),
-            sessions_open: gauge(
-                "toolsearch_sessions_open",
-                "MCP sessions open, resting ones included",
-            ),
-            sessions_resting: gauge(
-                "toolsearch_sessions_resting",
-                "MCP sessions resting: idle, their connection let go until their next request",
-            ),
-            offloaded_outputs: gauge(
-                "toolsearch_offloaded_outputs",
-                "Large tool outputs stored across sessions",
-            ),
-            offloaded_bytes: gauge(
-                "toolsearch_offloaded_bytes",
-                "Bytes of large tool outputs stored across sessions",
-            ),
-            state_store_up: gauges(
-                "toolsearch_state_store_up",
-                "1 when the store sessions are kept in (memory or redis) answered its last request",
-                &["store"],
-            ),
-            sessions_started: counters(
-                "toolsearch_sessions_started_total",
-                "MCP sessions started here: opened by a client's initialize, or restored from the shared state (a session another replica opened)",
-                &["how"],
-            ),
-            tool_vectors: counters(
-                "toolsearch_tool_vectors_total",
-                "Tool vectors for search by meaning (two per tool: its purpose and its parameters), by where they came from: the model here, this replica's disk cache, or other replicas through the shared state",
-                &["source"],
-            ),
-            streams_held: gauge(
-                "toolsearch_streams_held",
-                "GET streams (a session's listener for server messages) held open by clients",
-            ),
-            limit_refusals: counters(
-                "toolsearch_limit_refusals_total",
-                "Requests refused with 429 because their token was at a limit, by limit (requests: http.maxRequestsPerToken, streams: http.maxStreamsPerToken)",
-                &["limit"],
-            ),
-            sessions_evicted: counters(
-                "toolsearch_sessions_evicted_total",
-                "MCP sessions ended to make room, by reason (token_limit: their token opened one past http.maxSessionsPerToken)",
-                &["reason"],
-            ),
-            registry: Registry::new(),
+        let registry = Registry::new();
+        let declare = Declare {
+            registry: &registry,
         };
-        metrics.register_all();
+        let metrics = Self {
+            search: SearchMetrics::new(&declare),
+            calls: CallMetrics::new(&declare),
+            upstreams: UpstreamMetrics::new(&declare),
+            sessions: SessionMetrics::new(&declare),
+            registry,
+        };
         // Zero so that the series exist before the first refusal or eviction.
         for limit in ["requests", "streams"] {
-            metrics.limit_refusals.with_label_values(&[limit]).inc_by(0);
+            metrics
+                .sessions
+                .limit_refusals
+                .with_label_values(&[limit])
+                .inc_by(0);
         }
         metrics
+            .sessions
             .sessions_evicted
             .with_label_values(&["token_limit"])
             .inc_by(0);
         metrics
     }
 
-    fn register_all(&self) {
-        let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
-            Box::new(self.searches.clone()),
-            Box::new(self.search_seconds.clone()),
-            Box::new(self.search_results.clone()),
-            Box::new(self.empty_searches.clone()),
-            Box::new(self.calls.clone()),
-            Box::new(self.call_errors.clone()),
-            Box::new(self.call_seconds.clone()),
-            Box::new(self.upstream_state.clone()),
-            Box::new(self.upstream_restarts.clone()),
-            Box::new(self.upstream_tools.clone()),
-            Box::new(self.sessions_open.clone()),
-            Box::new(self.sessions_resting.clone()),
-            Box::new(self.offloaded_outputs.clone()),
-            Box::new(self.offloaded_bytes.clone()),
-            Box::new(self.state_store_up.clone()),
-            Box::new(self.sessions_started.clone()),
-            Box::new(self.tool_vectors.clone()),
-            Box::new(self.streams_held.clone()),
-            Box::new(self.limit_refusals.clone()),
-            Box::new(self.sessions_evicted.clone()),
-        ];
-        for collector in collectors {
-            // Names are fixed and distinct: registering cannot fail.
-            if let Err(e) = self.registry.register(collector) {
-                tracing::error!(error = %e, "a metric could not be registered");
-            }
-        }
-    }
-
     /// One search: its face, mode, time and number of results.
     pub fn search(&self, face: Face, mode: &str, seconds: f64, results: usize) {
-        self.searches
+        self.search
+            .searches
             .with_label_values(&[face.as_str(), mode])
             .inc();
-        self.search_seconds
+        self.search
+            .search_seconds
             .with_label_values(&[face.as_str()])
             .observe(seconds);
-        self.search_results
+        self.search
+            .search_results
             .with_label_values(&[face.as_str()])
             .observe(results as f64);
         if results == 0 {
-            self.empty_searches
+            self.search
+                .empty_searches
                 .with_label_values(&[face.as_str()])
                 .inc();
         }
@@ -266,37 +341,47 @@ impl Metrics {
 
     /// One forwarded call: its server, time and whether it failed.
     pub fn call(&self, server: &str, seconds: f64, failed: bool) {
-        self.calls.with_label_values(&[server]).inc();
-        self.call_seconds
+        self.calls.calls.with_label_values(&[server]).inc();
+        self.calls
+            .call_seconds
             .with_label_values(&[server])
             .observe(seconds);
         if failed {
-            self.call_errors.with_label_values(&[server]).inc();
+            self.calls.call_errors.with_label_values(&[server]).inc();
         }
     }
 
     /// An upstream went down and is being restarted.
     pub fn restarted(&self, server: &str) {
-        self.upstream_restarts.with_label_values(&[server]).inc();
+        self.upstreams
+            .upstream_restarts
+            .with_label_values(&[server])
+            .inc();
     }
 
     /// Restarts of one upstream so far.
     pub fn restarts(&self, server: &str) -> u64 {
-        self.upstream_restarts.with_label_values(&[server]).get()
+        self.upstreams
+            .upstream_restarts
+            .with_label_values(&[server])
+            .get()
     }
 
     /// The current state of one upstream (one of [`UPSTREAM_STATES`]) and its tool count.
     pub fn upstream(&self, server: &str, state: &str, tools: usize) {
         for known in UPSTREAM_STATES {
-            self.upstream_state
+            self.upstreams
+                .upstream_state
                 .with_label_values(&[server, known])
                 .set(i64::from(known == state));
         }
-        self.upstream_tools
+        self.upstreams
+            .upstream_tools
             .with_label_values(&[server])
             .set(i64::try_from(tools).unwrap_or(i64::MAX));
         // Zero so that the series exists before the first restart.
-        self.upstream_restarts
+        self.upstreams
+            .upstream_restarts
             .with_label_values(&[server])
             .inc_by(0);
     }
@@ -305,33 +390,41 @@ impl Metrics {
     /// counted by [`Metrics::sessions_resting`].
     pub fn sessions(&self, connected: usize) {
         let connected = i64::try_from(connected).unwrap_or(i64::MAX);
-        self.sessions_open
-            .set(connected.saturating_add(self.sessions_resting.get()));
+        self.sessions
+            .sessions_open
+            .set(connected.saturating_add(self.sessions.sessions_resting.get()));
     }
 
     /// Sessions resting now (`http.sessionRestAfterSecs`).
     pub fn sessions_resting(&self, resting: usize) {
-        self.sessions_resting
+        self.sessions
+            .sessions_resting
             .set(i64::try_from(resting).unwrap_or(i64::MAX));
     }
 
     pub fn offloaded(&self, outputs: usize, bytes: usize) {
-        self.offloaded_outputs
+        self.sessions
+            .offloaded_outputs
             .set(i64::try_from(outputs).unwrap_or(i64::MAX));
-        self.offloaded_bytes
+        self.sessions
+            .offloaded_bytes
             .set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
     /// An MCP session started here: `restored` when another replica opened it.
     pub fn session_started(&self, restored: bool) {
         let how = if restored { "restored" } else { "opened" };
-        self.sessions_started.with_label_values(&[how]).inc();
+        self.sessions
+            .sessions_started
+            .with_label_values(&[how])
+            .inc();
     }
 
     /// Tool vectors obtained in one embedding pass, by source.
     pub fn tool_vectors(&self, model: usize, disk: usize, replicas: usize) {
         for (source, count) in [("model", model), ("disk", disk), ("replicas", replicas)] {
-            self.tool_vectors
+            self.upstreams
+                .tool_vectors
                 .with_label_values(&[source])
                 .inc_by(count as u64);
         }
@@ -339,23 +432,28 @@ impl Metrics {
 
     /// A GET stream opened (`+1`) or ended (`-1`).
     pub fn stream_held(&self, change: i64) {
-        self.streams_held.add(change);
+        self.sessions.streams_held.add(change);
     }
 
     /// A request refused at one of its token's limits (`requests`, `streams`).
     pub fn limit_refused(&self, limit: &str) {
-        self.limit_refusals.with_label_values(&[limit]).inc();
+        self.sessions
+            .limit_refusals
+            .with_label_values(&[limit])
+            .inc();
     }
 
     /// Sessions ended to make room (`token_limit`).
     pub fn sessions_evicted(&self, reason: &str, count: usize) {
-        self.sessions_evicted
+        self.sessions
+            .sessions_evicted
             .with_label_values(&[reason])
             .inc_by(count as u64);
     }
 
     pub fn state_store(&self, store: &str, up: bool) {
-        self.state_store_up
+        self.sessions
+            .state_store_up
             .with_label_values(&[store])
             .set(i64::from(up));
     }
