@@ -223,11 +223,21 @@ pub(super) fn evaluate(
     let input = jaq_json::read::parse_single(text.as_bytes())
         .map_err(|e| Refusal::NotJson(e.to_string()))?;
     let ctx = Ctx::<Data>::new(&compiled.lut, Vars::new([]));
+    gather(compiled.id.run((ctx, input)), max_results, max_chars)
+}
+
+/// The values a filter yields, until `max_results` values or about `max_chars` characters; an
+/// error ends it, and a `halt` stops it with its exit code.
+fn gather<'a>(
+    items: impl Iterator<Item = jaq_core::ValX<'a, jaq_json::Val>>,
+    max_results: usize,
+    max_chars: usize,
+) -> Result<Evaluation, Refusal> {
     let mut results = Vec::new();
     let mut used = 0usize;
     let mut truncated = false;
     let mut halted = None;
-    for item in compiled.id.run((ctx, input)) {
+    for item in items {
         // Not `jaq_core::unwrap_valr`: it exits the process on `halt`.
         let value = match item {
             Ok(value) => value,

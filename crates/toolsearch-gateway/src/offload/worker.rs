@@ -131,31 +131,8 @@ impl JqWorker {
             return Err(timed_out());
         };
         let _slot = slot.map_err(|_| unavailable("the worker pool is closed".into()))?;
-        let program = self.program.as_ref().ok_or_else(|| {
-            unavailable("the gateway cannot locate its own executable to run them in".into())
-        })?;
-        let mut child = tokio::process::Command::new(program)
-            .args(&self.args)
-            .env_clear()
-            .envs(self.envs.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            // Dropping the call (a cancelled request, a shutdown) kills the worker.
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| {
-                unavailable(format!(
-                    "cannot start the jq worker `{}`: {e}",
-                    program.display()
-                ))
-            })?;
+        let mut child = self.spawn()?;
         let pid = child.id();
-        #[cfg(test)]
-        self.started
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .extend(pid);
 
         let request = Request {
             filter: filter.to_string(),
@@ -171,43 +148,7 @@ impl JqWorker {
         // value's JSON text travels inside a JSON string, so a character takes at most 12 bytes
         // (`\\u` escapes of escapes), plus a little per value and for the envelope.
         let max_reply = (max_chars as u64 + max_results as u64 * 64) * 12 + (64 << 10);
-        let (stdin, stdout, stderr) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take());
-        let text = output.clone();
-        let exchange = async move {
-            let write = async move {
-                if let Some(mut stdin) = stdin {
-                    // A worker that has already answered (a bad filter) closes its end early.
-                    let _ = stdin.write_all(header.as_bytes()).await;
-                    let _ = stdin.write_all(text.text.as_bytes()).await;
-                }
-            };
-            let read_reply = async move {
-                let mut reply = Vec::new();
-                if let Some(stdout) = stdout {
-                    let _ = stdout.take(max_reply).read_to_end(&mut reply).await;
-                }
-                reply
-            };
-            let read_stderr = async move {
-                let mut kept = Vec::new();
-                if let Some(mut stderr) = stderr {
-                    let mut buf = [0u8; 1024];
-                    while let Ok(n @ 1..) = stderr.read(&mut buf).await {
-                        let room = STDERR_KEPT.saturating_sub(kept.len());
-                        kept.extend_from_slice(&buf[..n.min(room)]);
-                    }
-                }
-                kept
-            };
-            let ((), reply, stderr) = tokio::join!(write, read_reply, read_stderr);
-            (reply, stderr)
-        };
-        let finished = async {
-            let (reply, stderr) = exchange.await;
-            let status = child.wait().await;
-            (reply, stderr, status)
-        };
+        let finished = exchange(&mut child, header, output.clone(), max_reply);
         let outcome = tokio::time::timeout_at(deadline, finished).await;
         let Ok((reply, stderr, status)) = outcome else {
             // The filter is still running: stop it, and reap it so that nothing of it remains.
@@ -231,6 +172,77 @@ impl JqWorker {
             }
         }
     }
+}
+
+impl JqWorker {
+    /// Starts a worker with a cleared environment (but for what it needs); dropping it kills it.
+    fn spawn(&self) -> Result<tokio::process::Child, OffloadError> {
+        let unavailable = |message: String| OffloadError::JqUnavailable { message };
+        let program = self.program.as_ref().ok_or_else(|| {
+            unavailable("the gateway cannot locate its own executable to run them in".into())
+        })?;
+        let child = tokio::process::Command::new(program)
+            .args(&self.args)
+            .env_clear()
+            .envs(self.envs.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            // Dropping the call (a cancelled request, a shutdown) kills the worker.
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| {
+                unavailable(format!(
+                    "cannot start the jq worker `{}`: {e}",
+                    program.display()
+                ))
+            })?;
+        #[cfg(test)]
+        self.started
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(child.id());
+        Ok(child)
+    }
+}
+
+/// Sends a worker its request line (`header`) and the stored output, and reads its reply (at
+/// most `max_reply` bytes) and the start of its stderr until it exits.
+async fn exchange(
+    child: &mut tokio::process::Child,
+    header: String,
+    output: Arc<StoredOutput>,
+    max_reply: u64,
+) -> (Vec<u8>, Vec<u8>, std::io::Result<ExitStatus>) {
+    let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    let write = async move {
+        if let Some(mut stdin) = stdin {
+            // A worker that has already answered (a bad filter) closes its end early.
+            let _ = stdin.write_all(header.as_bytes()).await;
+            let _ = stdin.write_all(output.text.as_bytes()).await;
+        }
+    };
+    let read_reply = async move {
+        let mut reply = Vec::new();
+        if let Some(stdout) = stdout {
+            let _ = stdout.take(max_reply).read_to_end(&mut reply).await;
+        }
+        reply
+    };
+    let read_stderr = async move {
+        let mut kept = Vec::new();
+        if let Some(mut stderr) = stderr {
+            let mut buf = [0u8; 1024];
+            while let Ok(n @ 1..) = stderr.read(&mut buf).await {
+                let room = STDERR_KEPT.saturating_sub(kept.len());
+                kept.extend_from_slice(&buf[..n.min(room)]);
+            }
+        }
+        kept
+    };
+    let ((), reply, stderr) = tokio::join!(write, read_reply, read_stderr);
+    let status = child.wait().await;
+    (reply, stderr, status)
 }
 
 /// The reply on the last non-empty line of the worker's stdout (a test harness may print
