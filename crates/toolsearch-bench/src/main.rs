@@ -5,7 +5,8 @@
 //! gateway as `toolsearch serve`, the program next to this one.
 
 // What it shares with `toolsearch`, compiled from the same files so that they cannot drift: the
-// exit code of bad input, reading a catalog file, and the embedding model's options.
+// exit code of bad input, reading a catalog file, the embedding model's options and threads, and
+// the logger.
 #[path = "../../toolsearch-cli/src/bad_input.rs"]
 mod bad_input;
 // The harness reads catalogs but never builds an engine under a config's catalog policy.
@@ -13,6 +14,10 @@ mod bad_input;
 #[path = "../../toolsearch-cli/src/catalog_file.rs"]
 mod catalog_file;
 mod gateway;
+// The harness logs as `toolsearch` does but announces no address and adds no directives.
+#[allow(dead_code)]
+#[path = "../../toolsearch-cli/src/logging.rs"]
+mod logging;
 #[path = "../../toolsearch-cli/src/model_args.rs"]
 mod model;
 mod search;
@@ -20,11 +25,9 @@ mod tokens;
 
 pub use bad_input::{is_bad_input, BadInput};
 
-use clap::{Parser, Subcommand, ValueEnum};
-use std::io::IsTerminal;
+use clap::{Parser, Subcommand};
+use logging::LogFormat;
 use std::process::ExitCode;
-use tracing_subscriber::util::SubscriberInitExt;
-use tracing_subscriber::EnvFilter;
 
 /// Benchmarks: token cost, search speed and memory.
 #[derive(Parser)]
@@ -61,29 +64,15 @@ enum Command {
     Upstream(gateway::UpstreamArgs),
 }
 
-/// How log lines are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, ValueEnum)]
-enum LogFormat {
-    /// One line of text per event (the level, the target, the message and its fields).
-    #[default]
-    Text,
-    /// One JSON object per line: `timestamp`, `level`, `target`, `message` and the fields.
-    Json,
-}
-
 fn main() -> ExitCode {
-    // The embedding model's threads, as `toolsearch` sets them (docs/BENCHMARKS.md, "Embedding"):
-    // a lone query's matrix products split across every core, candle's element-wise pool off.
-    // Values the user set are kept; `toolsearch bench` passes on those it set itself.
-    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        std::env::set_var("RAYON_NUM_THREADS", cores.to_string());
-    }
-    if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
-        std::env::set_var("CANDLE_NUM_THREADS", "1");
-    }
+    // As `toolsearch` sets them; `toolsearch bench` passes on those it set itself.
+    model::set_thread_defaults();
     let cli = Cli::parse();
-    init_logging(&cli);
+    logging::init(logging::LogSettings::from_args(
+        cli.log.as_deref(),
+        cli.quiet,
+        cli.log_format,
+    ));
     let result = match cli.command {
         Command::Tokens(args) => tokens::run(args),
         Command::Search(args) => search::run(args),
@@ -101,35 +90,4 @@ fn main() -> ExitCode {
             }
         }
     }
-}
-
-/// The stderr logger, with `toolsearch`'s settings (crates/toolsearch-cli/src/logging.rs): the
-/// user's `--log`, else a valid `RUST_LOG`, else warnings and errors (with or without `--quiet`:
-/// none of the progress lines it turns off are written in this process); colours only for a
-/// person at a terminal without `NO_COLOR`. The gateway under test logs as `toolsearch serve`.
-fn init_logging(cli: &Cli) {
-    let directives = cli
-        .log
-        .clone()
-        .or_else(|| {
-            std::env::var("RUST_LOG")
-                .ok()
-                .filter(|value| EnvFilter::try_new(value).is_ok())
-        })
-        .unwrap_or_else(|| "warn,rmcp::transport::worker=off".to_string());
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(EnvFilter::new(directives))
-        .with_writer(std::io::stderr);
-    let colours = std::io::stderr().is_terminal()
-        && std::env::var_os("NO_COLOR").is_none_or(|value| value.is_empty());
-    // Fails only when a logger is already set, which leaves that one in place.
-    let _ = match cli.log_format {
-        LogFormat::Text => builder.with_ansi(colours).finish().try_init(),
-        LogFormat::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_ansi(false)
-            .finish()
-            .try_init(),
-    };
 }

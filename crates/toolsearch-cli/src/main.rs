@@ -74,18 +74,7 @@ fn main() -> ExitCode {
     {
         return toolsearch_gateway::offload::run_jq_worker();
     }
-    // The embedding model's threads (docs/BENCHMARKS.md, "Embedding"): a lone query's matrix
-    // products are split across every core (candle's own default counts physical cores, which
-    // some VMs report as one), while indexing runs one batch per core, each on a one-thread pool.
-    // candle's pool for element-wise work stays off: its callers take turns on one lock, which
-    // batches side by side would queue on. Values the user set are kept.
-    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        std::env::set_var("RAYON_NUM_THREADS", cores.to_string());
-    }
-    if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
-        std::env::set_var("CANDLE_NUM_THREADS", "1");
-    }
+    model_args::set_thread_defaults();
     let cli = Cli::parse();
     logging::init(logging::LogSettings::from_args(
         cli.log.as_deref(),

@@ -11,6 +11,21 @@ use toolsearch_embed::{
     load_model, BertEmbedder, Embedder, FetchOptions, ModelLocation, WhenMissing,
 };
 
+/// Sets the embedding model's threads (docs/BENCHMARKS.md, "Embedding") unless the user did: a
+/// lone query's matrix products are split across every core (candle's own default counts
+/// physical cores, which some VMs report as one), while indexing runs one batch per core, each on
+/// a one-thread pool. candle's pool for element-wise work stays off: its callers take turns on one
+/// lock, which batches side by side would queue on. Called first thing, before any thread starts.
+pub fn set_thread_defaults() {
+    if std::env::var_os("RAYON_NUM_THREADS").is_none() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        std::env::set_var("RAYON_NUM_THREADS", cores.to_string());
+    }
+    if std::env::var_os("CANDLE_NUM_THREADS").is_none() {
+        std::env::set_var("CANDLE_NUM_THREADS", "1");
+    }
+}
+
 /// The embedding model options of the commands that search.
 #[derive(Args, Clone, Debug, Default)]
 pub struct ModelArgs {
