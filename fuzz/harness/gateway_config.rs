@@ -98,7 +98,6 @@ fn accepted(config: &GatewayConfig) {
 
     let offload = &config.tool_search.offload;
     assert_eq!(offload::tool_definitions(offload).len(), 3);
-    let _ = offload::guidance(offload);
     if offload.enabled && offload.threshold_bytes < 1 << 16 {
         let store = OffloadStore::new(offload.clone());
         let text = "x".repeat(offload.threshold_bytes + 1);

@@ -377,14 +377,8 @@ fn what_the_model_sees_is_the_real_tools_list() {
         .iter()
         .map(|n| n.as_str().unwrap())
         .collect();
-    for served in [
-        "search_tools",
-        "call_tool",
-        "read_large_output",
-        "search_prompts",
-    ] {
-        assert!(names.contains(&served), "{served} missing from {names:?}");
-    }
+    // The meta-tools alone: the large-output and prompt tools answer through `call_tool`.
+    assert_eq!(names, ["search_tools", "call_tool"]);
     let tools: Vec<Value> = names.iter().map(|n| listed["tools"][n].clone()).collect();
 
     let (status, view) = peers::http(&addr, "GET", "/api/console/payload?format=mcp", None, None);
@@ -404,11 +398,11 @@ fn what_the_model_sees_is_the_real_tools_list() {
     let counter = toolsearch_gateway::payload::Counter::o200k().unwrap();
     let tokens = counter.size(&json!({ "tools": tools })).tokens;
     assert_eq!(first["tokens"], tokens, "{view}");
-    assert!(tokens > 1000, "{tokens}");
+    assert!(tokens > 200, "{tokens}");
     // The surface adds the instructions the client received with `initialize`.
     let instructions = report["initialize"]["instructions"].as_str().unwrap();
     let instruction_tokens = counter.tokens(instructions);
-    assert!(instruction_tokens > 0, "{report}");
+    assert!(instructions.contains("search_prompts"), "{report}");
     assert_eq!(first["instructions_tokens"], instruction_tokens, "{view}");
     assert_eq!(
         first["surface_tokens"],

@@ -112,23 +112,22 @@ fn large_echo_is_offloaded_and_read_back_over_stdio() {
             {"op": "call", "name": "call_tool", "arguments": {"name": "read_large_output", "arguments": {"handle": "$h", "length": 4}}}
         ]),
     );
-    // Listed beside the search preset's meta-tools, with their schemas.
-    let tools = &steps[0]["tools"];
+    // Not listed beside the search preset's meta-tools, nor in the instructions: they cost the
+    // model nothing until an output is stored, and the notice that stores one names them.
+    let names = steps[0]["names"].as_array().unwrap();
+    assert!(names.contains(&json!("call_tool")), "{names:?}");
     for name in [
         "read_large_output",
         "search_large_output",
         "query_large_output",
     ] {
-        assert_eq!(
-            tools[name]["inputSchema"]["required"][0], "handle",
-            "{name}: {tools}"
-        );
+        assert!(!names.contains(&json!(name)), "{name}: {names:?}");
     }
     assert!(
-        steps[0]["instructions"]
+        !steps[0]["instructions"]
             .as_str()
             .unwrap()
-            .contains("read_large_output"),
+            .contains("large_output"),
         "{}",
         steps[0]["instructions"]
     );
@@ -153,9 +152,10 @@ fn large_echo_is_offloaded_and_read_back_over_stdio() {
     );
     for needle in [
         handle,
-        "read_large_output",
-        "search_large_output",
-        "query_large_output",
+        "`call_tool`",
+        "read_large_output {handle, offset?, length?}",
+        "search_large_output {handle, pattern,",
+        "query_large_output {handle, filter,",
         "Echo: line 00000",
     ] {
         assert!(notice.contains(needle), "`{needle}` in: {notice}");
@@ -332,7 +332,7 @@ fn handles_are_isolated_between_http_sessions() {
     assert!(steps[1]["names"]
         .as_array()
         .unwrap()
-        .contains(&json!("read_large_output")));
+        .contains(&json!("call_tool")));
     for i in [2, 3, 4] {
         let e = error_text(&steps[i]);
         assert!(
@@ -427,20 +427,23 @@ fn images_pass_through_while_text_is_offloaded() {
     );
 }
 
-/// The three tools are listed in every preset while offloading is on, and not at all when it is
-/// off (then large results pass unchanged).
+/// While offloading is on, the three tools are listed only where the list has no `call_tool`
+/// (the `passthrough` preset, a catalog under the threshold), and answer through `call_tool`
+/// everywhere else; when it is off they do not exist (then large results pass unchanged).
 #[test]
-fn tools_are_listed_in_every_preset_and_absent_when_off() {
+fn tools_are_listed_only_without_call_tool_and_absent_when_off() {
     for preset in ["search", "progressive", "add", "limit", "passthrough"] {
         let config = config(&format!("preset = \"{preset}\""), "");
         let steps = run_client(Transport::Stdio, &config, json!([{"op": "list"}]));
         let names = steps[0]["names"].as_array().unwrap();
+        let listed = !names.contains(&json!("call_tool"));
+        assert_eq!(listed, preset == "passthrough", "{preset}: {names:?}");
         for tool in [
             "read_large_output",
             "search_large_output",
             "query_large_output",
         ] {
-            assert!(names.contains(&json!(tool)), "{preset}: {names:?}");
+            assert_eq!(names.contains(&json!(tool)), listed, "{preset}: {names:?}");
         }
     }
     let config = config("[toolSearch.offload]\nenabled = false", "");

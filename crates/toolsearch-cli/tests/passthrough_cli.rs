@@ -443,11 +443,20 @@ fn prompt_search_session(transport: Transport) {
             {"op": "call", "name": "call_tool", "arguments": {"name": "get_prompt", "arguments": {"name": "args-prompt"}}}
         ]),
     );
+    // Not listed beside `call_tool`: the instructions name them, and they answer by name or
+    // through `call_tool`.
     let listed = strings(&step(&report, 0)["names"]);
     assert!(
-        listed.contains(&"search_prompts".to_string())
-            && listed.contains(&"get_prompt".to_string()),
+        listed.contains(&"call_tool".to_string())
+            && !listed.contains(&"search_prompts".to_string())
+            && !listed.contains(&"get_prompt".to_string()),
         "{listed:?}"
+    );
+    let instructions = report["initialize"]["instructions"].as_str().unwrap();
+    assert!(
+        instructions.contains("`search_prompts` {\"query\"}")
+            && instructions.contains("`get_prompt` {\"name\", \"arguments\"}"),
+        "{instructions}"
     );
 
     // The answer is the search contract's, as search_tools writes it.

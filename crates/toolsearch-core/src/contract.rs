@@ -32,15 +32,14 @@ pub const MAX_QUERIES: usize = 5;
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SearchArgs {
-    /// What the tool should do, in your own words; or a tool's exact name.
+    /// What the tool should do, in your own words, or its exact name.
     #[serde(default)]
     pub query: String,
-    /// Several needs at once, instead of query: each searched alone.
+    /// Several needs, each searched alone (instead of query).
     #[serde(default)]
     #[schemars(length(max = 5))]
     pub queries: Vec<String>,
-    /// hybrid (words and meaning; the default when an embedding model is loaded), keyword (the
-    /// default without one), semantic, regex or exact.
+    /// Default: hybrid (words and meaning), or keyword without a model.
     #[serde(default)]
     #[schemars(with = "SearchMode")]
     pub mode: Option<SearchMode>,
@@ -57,7 +56,7 @@ pub struct SearchArgs {
     #[serde(default)]
     #[schemars(with = "usize", range(min = 1, max = 50))]
     pub limit: Option<usize>,
-    /// Skip this many results (the previous page's nextOffset).
+    /// Skip this many (the previous page's nextOffset).
     #[serde(default)]
     #[schemars(with = "usize")]
     pub offset: Option<usize>,

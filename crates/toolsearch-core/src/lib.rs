@@ -37,7 +37,7 @@ pub use search::{
     DenseView, Fallback, Filters, Fusion, MatchedOn, PendingVector, SearchConfig, SearchEngine,
     SearchHit, SearchMode, SearchRequest, SearchResponse, VectorStatus,
 };
-pub use served::{output_schema_for, parse_arguments, schema_for, OneOrMany, ToolDecl};
+pub use served::{output_schema_for, parse_arguments, schema_for, Listing, OneOrMany, ToolDecl};
 pub use tool::{DeferPolicy, Tool, ToolId, ToolSchema, DEFAULT_SEPARATOR};
 pub mod embed;
 pub use embed::{

@@ -30,6 +30,20 @@ pub struct ToolDecl {
     /// MCP annotations (`readOnlyHint`, ...).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub annotations: Option<Value>,
+    /// Whether `tools/list` carries it where `call_tool` is listed too.
+    #[serde(skip)]
+    pub listing: Listing,
+}
+
+/// Where a served tool is listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Listing {
+    /// In every tool list.
+    #[default]
+    Always,
+    /// Only in lists without `call_tool`; where `call_tool` is listed, the tool is run through
+    /// it (or by name) and costs the model nothing until something points the model at it.
+    OnDemand,
 }
 
 impl ToolDecl {
@@ -41,7 +55,14 @@ impl ToolDecl {
             input_schema: schema_for::<A>(),
             output_schema: None,
             annotations: None,
+            listing: Listing::Always,
         }
+    }
+
+    /// Lists the tool only where `call_tool` is not listed (see [`Listing::OnDemand`]).
+    pub fn on_demand(mut self) -> Self {
+        self.listing = Listing::OnDemand;
+        self
     }
 
     /// Adds MCP annotations.

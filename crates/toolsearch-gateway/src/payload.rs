@@ -2,9 +2,9 @@
 //! o200k tokens (counted with the tokenizer, not estimated), before and after a search, and the
 //! `instructions` a new session's `initialize` carries. Used by `toolsearch bench tokens` and the
 //! console's "what the model sees". Both count the list a new session's `tools/list` returns: the
-//! preset's meta-tools and the tools the gateway serves itself (the large-output tools,
-//! `search_prompts` and `get_prompt`), through a [`Surface`] with the gateway's disclosure
-//! settings; the instructions are made by [`instructions`], which the gateway answers with.
+//! preset's meta-tools and the tools the gateway serves itself that the list carries (the
+//! large-output tools, `search_prompts` and `get_prompt`, only where there is no `call_tool`),
+//! through a [`Surface`] with the gateway's disclosure settings; the instructions are made by [`instructions`], which the gateway answers with.
 
 use std::str::FromStr;
 
@@ -152,11 +152,13 @@ pub struct Surface {
 impl Surface {
     /// The surface of a gateway started with `config` (what `Gateway::start` builds).
     pub fn of_config(config: &GatewayConfig) -> Self {
-        let offload = &config.tool_search.offload;
         Self {
             config: config.disclosure_config(),
             served: served_tools(config),
-            served_guidance: offload.enabled.then(|| crate::offload::guidance(offload)),
+            served_guidance: config
+                .tool_search
+                .search_prompts
+                .then(crate::prompt_search::guidance),
         }
     }
 

@@ -87,7 +87,18 @@ impl PromptTool {
             ),
         }
         .annotated(json!({"readOnlyHint": true, "openWorldHint": false}))
+        .on_demand()
     }
+}
+
+/// What a session's instructions say of the prompt tools, which a list with `call_tool` does not
+/// carry.
+pub fn guidance() -> String {
+    format!(
+        "The servers' prompts (ready-made instructions): `{}` {{\"query\"}} finds them, `{}` {{\"name\", \"arguments\"}} fetches one; through `call_tool` when they are not in your tool list.",
+        PromptTool::Search.name(),
+        PromptTool::Get.name(),
+    )
 }
 
 /// A prompt as the index's tool: its arguments as string parameters.

@@ -17,7 +17,7 @@ use crate::config::GatewayConfig;
 use crate::error::GatewayError;
 use crate::metrics::Face;
 use crate::observe::Observer;
-use crate::offload::{self, OffloadError, OffloadStore, OffloadTool};
+use crate::offload::{OffloadError, OffloadStore, OffloadTool};
 use crate::passthrough::{upstream_list, Passthrough};
 use crate::prompt_search::{self, GetPromptArgs, PromptIndex, PromptTool, SearchPromptsArgs};
 use crate::relay::CallOrigin;
@@ -299,9 +299,10 @@ impl ServedTools {
 
     /// What a session's instructions say of these tools (empty when none applies).
     pub fn guidance(&self) -> Option<String> {
-        self.offload
-            .as_ref()
-            .map(|store| offload::guidance(store.config()))
+        self.table
+            .iter()
+            .any(|(_, tool)| matches!(tool, ServedTool::Prompt(_)))
+            .then(prompt_search::guidance)
     }
 }
 

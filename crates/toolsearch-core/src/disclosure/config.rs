@@ -110,7 +110,9 @@ pub struct DisclosureConfig {
     pub tool_search_limit: usize,
     /// Meta-tool searches drop results below this fraction of the best score.
     pub top_band: f32,
-    /// Offer `list_categories` and `get_tools_by_category` when the catalog has categories.
+    /// List `list_categories` and `get_tools_by_category` when the catalog has categories. They
+    /// answer by name either way; unlisted, they cost the model nothing, and `search_tools` with
+    /// `category` and no query lists a category's tools.
     pub category_tools: bool,
 }
 
@@ -126,7 +128,7 @@ impl Default for DisclosureConfig {
             max_reveals_per_session: 256,
             tool_search_limit: 8,
             top_band: 0.5,
-            category_tools: true,
+            category_tools: false,
         }
     }
 }

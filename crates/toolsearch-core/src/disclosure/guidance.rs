@@ -2,8 +2,7 @@
 
 use super::config::Preset;
 use super::meta::{
-    ADD_TOOL, CALL_TOOL, LIST_CATEGORIES, SEARCH_AVAILABLE_TOOLS, SEARCH_TOOLS, SHOW_ALL_TOOLS,
-    TOOL_SEARCH,
+    ADD_TOOL, CALL_TOOL, SEARCH_AVAILABLE_TOOLS, SEARCH_TOOLS, SHOW_ALL_TOOLS, TOOL_SEARCH,
 };
 use crate::tool::Tool;
 use std::collections::BTreeMap;
@@ -35,9 +34,8 @@ pub fn guidance(preset: Preset, active: bool, tools: &[&Tool], shown: usize) -> 
     );
     let how = match preset {
         Preset::Search => format!(
-            "To use any other tool, call `{SEARCH_TOOLS}` with what you need (keywords, or `mode: \"regex\"`); \
-             each result has the tool's exact name and input schema. Then run it with \
-             `{CALL_TOOL}` {{\"name\": <exact name>, \"arguments\": {{...}}}}. Your tool list does not change."
+            "For any other, call `{SEARCH_TOOLS}` with what you need, then run a result with \
+             `{CALL_TOOL}` {{\"name\", \"arguments\"}}."
         ),
         Preset::Progressive => format!(
             "Tools shown with a placeholder schema are not loaded yet: call `{TOOL_SEARCH}` with keywords or \
@@ -58,9 +56,6 @@ pub fn guidance(preset: Preset, active: bool, tools: &[&Tool], shown: usize) -> 
     if !categories.is_empty() {
         text.push_str("\nTool categories (tool count): ");
         text.push_str(&listing(&categories));
-        if categories.len() > MAX_LISTED {
-            let _ = write!(text, " (call `{LIST_CATEGORIES}` for all)");
-        }
         text.push('.');
     } else {
         let mut servers: BTreeMap<String, usize> = BTreeMap::new();

@@ -56,9 +56,9 @@ pub struct ShowAllArgs {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CallToolArgs {
-    /// Exact tool name.
+    /// As a search result gives it.
     pub name: String,
-    /// The tool's arguments, matching its input schema.
+    /// Matching the tool's input schema.
     #[serde(default)]
     pub arguments: Option<Map<String, Value>>,
 }
@@ -168,16 +168,14 @@ impl MetaTool {
                 "Search the tool catalog; returns names and descriptions. Then call add_tool with the names you need."
             }
             (MetaTool::SearchTools, _) => {
-                "Search the tool catalog; returns matching tools with their input schemas. Run one with call_tool."
+                "Find tools by what they do; returns matches with their input schemas, to run with call_tool. Without a query, lists the tools of `server` or `category`."
             }
             (MetaTool::AddTool, _) => "Add tools, by exact name, to your tools.",
             (MetaTool::ShowAllTools, _) => "List every tool name, a page at a time.",
             (MetaTool::SearchAvailableTools, _) => {
                 "Replace your current tools with the best matches for a query."
             }
-            (MetaTool::CallTool, _) => {
-                "Run any catalog tool by exact name with arguments matching its input schema."
-            }
+            (MetaTool::CallTool, _) => "Run a tool by its exact name.",
             (MetaTool::ListCategories, _) => "List tool categories with their tool counts.",
             (MetaTool::GetToolsByCategory, _) => "List the tools of one category.",
         }

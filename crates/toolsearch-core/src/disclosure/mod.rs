@@ -31,7 +31,7 @@ use crate::contract::{self, CategoryArgs, SearchArgs, SearchOptions, SearchResul
 use crate::error::{Error, Result};
 use crate::scope::{self, Scope};
 use crate::search::SearchEngine;
-use crate::served::{parse_arguments, tool_schema_problems, ToolDecl};
+use crate::served::{parse_arguments, tool_schema_problems, Listing, ToolDecl};
 use crate::tool::{DeferPolicy, Tool, ToolId};
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -322,19 +322,29 @@ impl Disclosure {
             .collect()
     }
 
-    /// The meta-tools listed in this preset for this catalog, then the served tools.
+    /// The meta-tools listed in this preset for this catalog, then the served tools listed
+    /// beside them.
     pub fn meta_tools(&self, engine: &SearchEngine) -> Vec<ExposedTool> {
-        let mut out: Vec<ExposedTool> =
-            if self.classify(engine, &scope::ALL).iter().any(|(_, d)| *d) {
-                self.listed_meta(engine, &scope::ALL)
-                    .into_iter()
-                    .map(|m| ExposedTool::served(&m.decl(self.config.preset)))
-                    .collect()
-            } else {
-                Vec::new()
-            };
-        out.extend(self.served.iter().map(ExposedTool::served));
+        let meta = if self.classify(engine, &scope::ALL).iter().any(|(_, d)| *d) {
+            self.listed_meta(engine, &scope::ALL)
+        } else {
+            Vec::new()
+        };
+        let mut out: Vec<ExposedTool> = meta
+            .iter()
+            .map(|m| ExposedTool::served(&m.decl(self.config.preset)))
+            .collect();
+        out.extend(self.listed_served(meta.contains(&MetaTool::CallTool)));
         out
+    }
+
+    /// The served tools a list carries: all of them, or, in a list with `call_tool`, those not
+    /// served on demand.
+    fn listed_served(&self, with_call_tool: bool) -> impl Iterator<Item = ExposedTool> + '_ {
+        self.served
+            .iter()
+            .filter(move |d| !with_call_tool || d.listing == Listing::Always)
+            .map(ExposedTool::served)
     }
 
     /// The preset's meta-tools; the category tools when a tool of `scope` has a category.
@@ -347,11 +357,11 @@ impl Disclosure {
         MetaTool::for_preset(self.config.preset, with_categories)
     }
 
-    /// Whether `name` is a meta-tool of this preset (the category tools count when enabled).
+    /// Whether `name` is a meta-tool of this preset. The category tools answer whether or not
+    /// they are listed.
     pub fn is_meta_tool(&self, name: &str) -> bool {
-        MetaTool::from_name(name).is_some_and(|m| {
-            MetaTool::for_preset(self.config.preset, self.config.category_tools).contains(&m)
-        })
+        MetaTool::from_name(name)
+            .is_some_and(|m| MetaTool::for_preset(self.config.preset, true).contains(&m))
     }
 
     /// The served tool `name` declares, if any: a meta-tool of this preset or an embedder's tool.
@@ -385,7 +395,7 @@ impl Disclosure {
                 .iter()
                 .map(|(t, _)| ExposedTool::catalog(t, engine, Exposure::Full))
                 .collect();
-            out.extend(self.served.iter().map(ExposedTool::served));
+            out.extend(self.listed_served(false));
             return out;
         }
         let session = self
@@ -394,11 +404,11 @@ impl Disclosure {
             .get(session_id)
             .cloned()
             .unwrap_or_default();
-        let mut out: Vec<ExposedTool> = self
-            .listed_meta(engine, scope)
-            .into_iter()
+        let meta = self.listed_meta(engine, scope);
+        let mut out: Vec<ExposedTool> = meta
+            .iter()
             .map(|m| ExposedTool::served(&m.decl(preset)))
-            .chain(self.served.iter().map(ExposedTool::served))
+            .chain(self.listed_served(meta.contains(&MetaTool::CallTool)))
             .collect();
         let mut shown: HashSet<ToolId> = HashSet::new();
         let revealed: HashSet<&ToolId> = session.revealed.iter().collect();
@@ -550,11 +560,10 @@ impl Disclosure {
     }
 
     fn not_a_meta_tool(&self, name: &str) -> Error {
-        let available: Vec<&str> =
-            MetaTool::for_preset(self.config.preset, self.config.category_tools)
-                .into_iter()
-                .map(MetaTool::name)
-                .collect();
+        let available: Vec<&str> = MetaTool::for_preset(self.config.preset, true)
+            .into_iter()
+            .map(MetaTool::name)
+            .collect();
         Error::NotAMetaTool {
             name: name.to_string(),
             preset: self.config.preset.as_str(),

@@ -22,12 +22,7 @@ fn small_engine(n: usize) -> SearchEngine {
     SearchEngine::from_tools(tools().into_iter().take(n)).unwrap()
 }
 
-const SEARCH_META: [&str; 4] = [
-    "search_tools",
-    "call_tool",
-    "list_categories",
-    "get_tools_by_category",
-];
+const SEARCH_META: [&str; 2] = ["search_tools", "call_tool"];
 
 #[test]
 fn disclosure_is_send_and_sync() {
@@ -286,14 +281,7 @@ fn add_preset_lists_without_schemas_and_add_tool_reveals() {
     let meta = names_with(&d.visible_tools("s", &engine), Exposure::Meta);
     assert_eq!(
         meta,
-        [
-            "search_tools",
-            "add_tool",
-            "show_all_tools",
-            "call_tool",
-            "list_categories",
-            "get_tools_by_category"
-        ]
+        ["search_tools", "add_tool", "show_all_tools", "call_tool"]
     );
     let out = d
         .handle(
@@ -391,12 +379,7 @@ fn limit_preset_first_n_by_server_priority_then_search_replaces() {
     let visible = d.visible_tools("s", &engine);
     assert_eq!(
         names_with(&visible, Exposure::Meta),
-        [
-            "search_available_tools",
-            "call_tool",
-            "list_categories",
-            "get_tools_by_category"
-        ]
+        ["search_available_tools", "call_tool"]
     );
     assert_eq!(
         names_with(&visible, Exposure::Full),
@@ -819,10 +802,42 @@ fn meta_tool_errors_are_specific() {
     assert!(err.to_string().contains("Communication"), "{err}");
 }
 
+/// The category tools answer by name but are listed only when `category_tools` asks for them;
+/// `search_tools` with a category and no query lists the category's tools, as
+/// `get_tools_by_category` does.
 #[test]
 fn category_tools() {
     let d = disclosure(Preset::Search);
     let engine = engine();
+    let listed = names(&d.visible_tools("s", &engine));
+    assert!(
+        !listed.contains(&"list_categories".to_string()),
+        "{listed:?}"
+    );
+    let asked = Disclosure::new(DisclosureConfig {
+        category_tools: true,
+        ..DisclosureConfig::default()
+    })
+    .unwrap();
+    assert_eq!(
+        names_with(&asked.visible_tools("s", &engine), Exposure::Meta),
+        [
+            "search_tools",
+            "call_tool",
+            "list_categories",
+            "get_tools_by_category"
+        ]
+    );
+    let searched = d
+        .handle(
+            "s",
+            "search_tools",
+            json!({"category": ["weather"], "limit": 1}),
+            &engine,
+        )
+        .unwrap();
+    assert_eq!(searched.result["totalMatches"], 2, "{}", searched.result);
+    assert!(searched.result["tools"][0]["inputSchema"].is_object());
     let out = d
         .handle("s", "list_categories", Value::Null, &engine)
         .unwrap();
@@ -1044,5 +1059,41 @@ fn served_tools_are_dispatched_only_with_arguments_that_fit_their_declaration() 
         );
         assert!(text.contains("handle"), "names the missing field: {text}");
         assert!(error_result(&err)["schema"].is_object(), "{text}");
+    }
+}
+
+/// A tool served on demand is left out of a list that has `call_tool` (it answers through it
+/// and by name), and listed where there is no `call_tool` to reach it by; a tool served always
+/// is in both.
+#[test]
+fn tools_served_on_demand_are_listed_only_without_call_tool() {
+    let engine = engine();
+    for preset in [Preset::Search, Preset::Passthrough] {
+        let mut d = disclosure(preset);
+        let on_demand = d.serve(
+            toolsearch_core::ToolDecl::new::<ReadArgs>("read_output", "Reads an output.")
+                .on_demand(),
+        );
+        d.serve(toolsearch_core::ToolDecl::new::<ReadArgs>(
+            "always_here",
+            "Always listed.",
+        ));
+        let listed = names(&d.visible_tools("s1", &engine));
+        let meta = names(&d.meta_tools(&engine));
+        let with_call_tool = preset == Preset::Search;
+        assert_eq!(listed.contains(&"call_tool".to_string()), with_call_tool);
+        for names in [&listed, &meta] {
+            assert_eq!(
+                names.contains(&"read_output".to_string()),
+                !with_call_tool,
+                "{preset:?}: {names:?}"
+            );
+            assert!(names.contains(&"always_here".to_string()), "{names:?}");
+        }
+        let call = json!({"handle": "h1"});
+        match d.dispatch("s1", "read_output", call, &engine).unwrap() {
+            Dispatch::Served { id, .. } => assert_eq!(id, on_demand),
+            other => panic!("expected the served tool, got {other:?}"),
+        }
     }
 }

@@ -275,7 +275,7 @@ fn a_session_sees_searches_and_lists_only_its_scope() {
             "github___merge_pull_request"
         ]
     );
-    assert!(names(&visible).contains(&"list_categories".to_string()));
+    assert!(names(&visible).contains(&"call_tool".to_string()));
     // A session over few tools sees them in full, as a small catalog would be.
     let few = scope_of(&["weather:*"]);
     let small = disclosure(Preset::Search, 15).visible_tools(Caller::new("t", &few), &engine);

@@ -28,7 +28,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::config::OffloadConfig;
-use toolsearch_core::{schema_for, ToolDecl};
+use toolsearch_core::{schema_for, Listing, ToolDecl};
 
 pub use notice::outline;
 pub use output::{Stored, StoredOutput};
@@ -157,6 +157,8 @@ impl OffloadTool {
             input_schema: self.input_schema(),
             output_schema: None,
             annotations: Some(json!({"readOnlyHint": true, "openWorldHint": false})),
+            // Useless until an output is stored; the notice that stores one says how to call them.
+            listing: Listing::OnDemand,
         }
     }
 
@@ -172,17 +174,6 @@ pub fn tool_definitions(config: &OffloadConfig) -> Vec<Value> {
         .into_iter()
         .map(|tool| tool.definition(config))
         .collect()
-}
-
-/// A sentence for the client's instructions.
-pub fn guidance(config: &OffloadConfig) -> String {
-    format!(
-        "Tool outputs larger than {} bytes are stored instead of returned: the result gives a handle, a preview and (for JSON) an outline. Read them with {}, {} or {} (jq).",
-        config.threshold_bytes,
-        OffloadTool::Read.name(),
-        OffloadTool::Search.name(),
-        OffloadTool::Query.name(),
-    )
 }
 
 /// A call's arguments, checked against the tool's declared schema and read, by the core's one

@@ -38,9 +38,10 @@ pub(super) fn describe(stored: &Stored, preview_chars: usize) -> (String, Value)
     }
     let mut notice = format!(
         "The output of `{tool}` is too large for the context ({chars} characters, {bytes} bytes, {lines} lines), so it was stored as handle `{handle}`.\n\
-         Read it in pieces: {read}(handle, offset, length) returns a character range; \
-         {search}(handle, pattern) returns matching lines with line numbers and context; \
-         {query}(handle, filter) runs a jq filter when the output is JSON.\n",
+         Read it in pieces with these tools (through `call_tool` {{\"name\", \"arguments\"}} when they are not in your tool list): \
+         {read} {{handle, offset?, length?}} returns a character range; \
+         {search} {{handle, pattern, mode?: \"words\"|\"regex\", context?, max_matches?}} returns matching lines with line numbers and context; \
+         {query} {{handle, filter, max_results?}} runs a jq filter when the output is JSON.\n",
         tool = output.tool,
         chars = output.chars,
         bytes = text.len(),
