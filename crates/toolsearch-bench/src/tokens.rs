@@ -38,6 +38,17 @@ struct Report {
     tools: usize,
     full: Size,
     presets: Vec<PresetCost>,
+    /// The configured preset (the default without --config), and its first list tool by tool,
+    /// in the order it is listed.
+    preset: &'static str,
+    first_list: Vec<ToolCost>,
+}
+
+/// One entry of a tool list.
+#[derive(Serialize)]
+struct ToolCost {
+    name: String,
+    tokens: usize,
 }
 
 pub fn run(args: TokensArgs) -> Result<()> {
@@ -65,10 +76,37 @@ pub fn run(args: TokensArgs) -> Result<()> {
             )
         })
         .collect::<Result<Vec<_>, _>>()?;
+    let preset = config.disclosure_config().preset;
+    let first = payload::preset_cost(
+        &engine,
+        &surface,
+        preset,
+        format,
+        &args.query,
+        &Scope::all(),
+        &counter,
+        true,
+    )?;
+    let first_list = first
+        .payload
+        .as_ref()
+        .and_then(|payload| payload.as_array())
+        .into_iter()
+        .flatten()
+        .map(|entry| ToolCost {
+            name: entry["function"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string(),
+            tokens: counter.size(entry).tokens,
+        })
+        .collect();
     let report = Report {
         tools: engine.catalog().len(),
         full,
         presets,
+        preset: preset.as_str(),
+        first_list,
     };
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
@@ -112,6 +150,17 @@ fn print_table(report: &Report, query: &str) {
             percent(p.surface_tokens)
         );
     }
+    let listed: Vec<String> = report
+        .first_list
+        .iter()
+        .map(|tool| format!("{} {}", tool.name, tool.tokens))
+        .collect();
+    println!();
+    println!(
+        "{} list, tool by tool (tokens of each entry alone): {}",
+        report.preset,
+        listed.join(", ")
+    );
     println!();
     println!(
         "after query: the tools array once {query:?} has been searched (and, in the add preset, \
@@ -119,7 +168,8 @@ fn print_table(report: &Report, query: &str) {
     );
     println!(
         "a preset's list is a new session's tools/list (with --config's settings, or the defaults): \
-         the meta-tools and the tools the gateway serves itself (large outputs, prompt search)"
+         the meta-tools, and the tools the gateway serves itself (large outputs, prompt search) \
+         where the list has no call_tool to reach them by"
     );
     println!(
         "surface: the list and the instructions of the same session's initialize, which clients \
