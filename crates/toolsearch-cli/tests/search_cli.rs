@@ -106,20 +106,28 @@ fn several_queries_print_a_table_each() {
     assert!(stderr(&out).contains("at most 5"), "{}", stderr(&out));
 }
 
+/// A request that matches nothing lists the catalog: with no tool (keyword search), or under
+/// a line saying nothing fits, with the closest guesses by meaning (hybrid search).
 #[test]
 fn table_output_of_a_miss_lists_the_catalog() {
     let dir = peers::scratch("search-cli-miss");
     let catalog = dir.file("catalog.json", CATALOG);
-    let out = search(&catalog, &["xqzvbnmk"]);
+    let listing = "files___read_file, files___write_file, mail___read_email, mail___send_email";
+    let out = search(&catalog, &["--mode", "keyword", "xqzvbnmk"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
     assert!(text.contains("no tools match"), "{text}");
+    assert!(text.contains(listing), "{text}");
+
+    let out = search(&catalog, &["xqzvbnmk"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
     assert!(
-        text.contains(
-            "files___read_file, files___write_file, mail___read_email, mail___send_email"
-        ),
+        text.starts_with("no tool fits \"xqzvbnmk\" well; the closest guesses, with low scores:"),
         "{text}"
     );
+    assert!(text.contains("meaning"), "{text}");
+    assert!(text.contains(listing), "{text}");
 }
 
 #[test]
@@ -201,10 +209,20 @@ fn json_output_has_every_key() {
 fn json_output_of_a_miss_carries_the_fallback() {
     let dir = peers::scratch("search-cli-json-miss");
     let catalog = dir.file("catalog.json", CATALOG);
-    let json = search_json(&catalog, &["xqzvbnmk"]);
+    let json = search_json(&catalog, &["--mode", "keyword", "xqzvbnmk"]);
     assert_eq!(json["totalMatches"], 0);
     assert_eq!(json["tools"], Value::Array(vec![]));
     assert_eq!(json["fallback"]["kind"], "names");
+    assert_eq!(json["fallback"]["names"].as_array().unwrap().len(), 4);
+    // Hybrid: the closest guesses, scored under 0.5, nothing fits, and the same fallback.
+    let json = search_json(&catalog, &["xqzvbnmk"]);
+    assert_eq!(json["nothingFits"], true, "{json}");
+    let guesses = json["tools"].as_array().unwrap();
+    assert!((1..=3).contains(&guesses.len()), "{json}");
+    assert!(
+        guesses.iter().all(|t| t["score"].as_f64().unwrap() < 0.5),
+        "{json}"
+    );
     assert_eq!(json["fallback"]["names"].as_array().unwrap().len(), 4);
 }
 

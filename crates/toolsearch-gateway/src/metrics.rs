@@ -136,7 +136,7 @@ impl SearchMetrics {
             ),
             empty_searches: declare.counters(
                 "toolsearch_searches_empty_total",
-                "Searches that returned no result, by face",
+                "Searches that found no fitting tool (no result, or only guesses), by face",
                 &["face"],
             ),
         }
@@ -317,8 +317,9 @@ impl Metrics {
         metrics
     }
 
-    /// One search: its face, mode, time and number of results.
-    pub fn search(&self, face: Face, mode: &str, seconds: f64, results: usize) {
+    /// One search: its face, mode, time, number of results, and how many of them fit (none
+    /// when the answer said nothing fits).
+    pub fn search(&self, face: Face, mode: &str, seconds: f64, results: usize, fitting: usize) {
         self.search
             .searches
             .with_label_values(&[face.as_str(), mode])
@@ -331,7 +332,7 @@ impl Metrics {
             .search_results
             .with_label_values(&[face.as_str()])
             .observe(results as f64);
-        if results == 0 {
+        if fitting == 0 {
             self.search
                 .empty_searches
                 .with_label_values(&[face.as_str()])
@@ -497,8 +498,8 @@ mod tests {
     #[test]
     fn counters_move_and_render_as_prometheus_text() {
         let metrics = Metrics::new();
-        metrics.search(Face::Mcp, "keyword", 0.0004, 3);
-        metrics.search(Face::Rest, "hybrid", 0.002, 0);
+        metrics.search(Face::Mcp, "keyword", 0.0004, 3, 3);
+        metrics.search(Face::Rest, "hybrid", 0.002, 2, 0);
         metrics.call("time", 0.01, false);
         metrics.call("time", 0.02, true);
         metrics.upstream("time", "ready", 2);

@@ -77,8 +77,14 @@ impl Observer {
             .iter()
             .filter_map(|t| t["name"].as_str().map(str::to_string))
             .collect();
+        // A search whose results are only guesses found nothing that fits.
+        let found = if result["nothingFits"].as_bool() == Some(true) {
+            0
+        } else {
+            results.len()
+        };
         self.metrics
-            .search(face, &mode, elapsed.as_secs_f64(), results.len());
+            .search(face, &mode, elapsed.as_secs_f64(), results.len(), found);
         let record = SearchRecord {
             at_ms: SystemTime::now()
                 .duration_since(UNIX_EPOCH)

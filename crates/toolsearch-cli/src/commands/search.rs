@@ -170,30 +170,41 @@ fn attach_model(
     }
 }
 
+/// What the catalog offers instead, when a search found nothing that fits.
+fn print_fallback(fallback: Option<&Fallback>) {
+    match fallback {
+        Some(Fallback::Names { names }) => {
+            println!("the catalog has: {}", names.join(", "));
+        }
+        Some(Fallback::Categories { categories }) => {
+            let list: Vec<String> = categories
+                .iter()
+                .map(|c| format!("{} ({})", c.name, c.count))
+                .collect();
+            println!("categories: {}", list.join(", "));
+        }
+        Some(Fallback::Servers { servers }) => {
+            let list: Vec<String> = servers
+                .iter()
+                .map(|c| format!("{} ({})", c.name, c.count))
+                .collect();
+            println!("servers: {}", list.join(", "));
+        }
+        None => {}
+    }
+}
+
 fn print_table(results: &SearchResults) {
     if results.page.tools.is_empty() {
         println!("no tools match {:?}", results.query);
-        match &results.fallback {
-            Some(Fallback::Names { names }) => {
-                println!("the catalog has: {}", names.join(", "));
-            }
-            Some(Fallback::Categories { categories }) => {
-                let list: Vec<String> = categories
-                    .iter()
-                    .map(|c| format!("{} ({})", c.name, c.count))
-                    .collect();
-                println!("categories: {}", list.join(", "));
-            }
-            Some(Fallback::Servers { servers }) => {
-                let list: Vec<String> = servers
-                    .iter()
-                    .map(|c| format!("{} ({})", c.name, c.count))
-                    .collect();
-                println!("servers: {}", list.join(", "));
-            }
-            None => {}
-        }
+        print_fallback(results.fallback.as_ref());
         return;
+    }
+    if results.nothing_fits {
+        println!(
+            "no tool fits {:?} well; the closest guesses, with low scores:",
+            results.query
+        );
     }
     let width = results
         .page
@@ -222,6 +233,9 @@ fn print_table(results: &SearchResults) {
         "{} of {} matches",
         results.page.returned, results.page.total_matches
     );
+    if results.nothing_fits {
+        print_fallback(results.fallback.as_ref());
+    }
 }
 
 fn truncate(text: &str, max: usize) -> String {

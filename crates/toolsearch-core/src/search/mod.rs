@@ -207,6 +207,11 @@ pub fn confidence(evidence: Evidence, config: &SearchConfig) -> f32 {
 /// second's by at least this much: a clear pick by meaning is not a guess.
 pub const DENSE_CLEAR_MARGIN: f32 = 0.05;
 
+/// How many of the closest tools by meaning a hybrid search shows when no word matched and no
+/// tool reached `min_similarity`: the answer says nothing fits, and lists these as guesses
+/// scored under [`CONFIDENT_SCORE`] rather than nothing at all.
+pub const NOTHING_FITS_GUESSES: usize = 3;
+
 fn serialize_arc_tool<S: serde::Serializer>(tool: &Arc<Tool>, s: S) -> Result<S::Ok, S::Error> {
     tool.as_ref().serialize(s)
 }
@@ -259,6 +264,9 @@ struct Candidate {
     exact: bool,
     /// Found by meaning only: no query word matched it.
     by_meaning: bool,
+    /// One of the closest tools by meaning, shown because nothing else was found: never a
+    /// confident match, whatever its evidence.
+    guess: bool,
     evidence: Evidence,
 }
 
@@ -269,6 +277,7 @@ impl Candidate {
             score,
             exact: false,
             by_meaning: false,
+            guess: false,
             evidence: Evidence::default(),
         }
     }
@@ -554,6 +563,8 @@ impl SearchEngine {
         }
         // The dense side's first tool, when it leads the second by a clear margin.
         let mut dense_first = None;
+        // The closest tools by meaning, shown as guesses when nothing else is found.
+        let mut guesses = Vec::new();
         let mut candidates = match mode {
             SearchMode::Keyword | SearchMode::Hybrid | SearchMode::Semantic if query.is_empty() => {
                 return Ok(self.browse(request))
@@ -566,6 +577,7 @@ impl SearchEngine {
                             // Read over the whole ranking, before the list is cut to candidates.
                             let dense_standout = standout(all.iter().map(|&(_, s)| s));
                             dense_first = clear_first(&all);
+                            guesses.extend(all.iter().take(NOTHING_FITS_GUESSES).copied());
                             let dense = self.dense_list(&keyword, all);
                             self.fuse(query, keyword, &dense, dense_standout)
                         }
@@ -608,15 +620,30 @@ impl SearchEngine {
                     .is_some_and(|t| request.filters.matches(t, self.naming()))
             });
         }
+        if mode == SearchMode::Hybrid && candidates.is_empty() {
+            // The dense ranking already passed the filters.
+            let guesses = guesses
+                .into_iter()
+                .filter(|&(_, similarity)| similarity > 0.0);
+            candidates.extend(guesses.map(|(slot, similarity)| Candidate {
+                by_meaning: true,
+                guess: true,
+                evidence: Evidence {
+                    similarity: Some(similarity),
+                    words: 0.0,
+                },
+                ..Candidate::new(slot, similarity.min(0.999))
+            }));
+        }
         // Whether anything fits is read from every candidate's evidence, before the threshold
         // and the top band (which cut what is shown, not what the catalog holds). Only a search
         // that read meaning says it: keyword evidence alone does not tell a fitting request
         // from one no tool fits (docs/EVAL.md, "Scores and 'nothing fits'"), so keyword search
         // never does.
         let nothing_fits = matches!(mode, SearchMode::Hybrid | SearchMode::Semantic)
-            && !candidates
-                .iter()
-                .any(|c| c.exact || confidence(c.evidence, &self.config) >= CONFIDENT_SCORE);
+            && !candidates.iter().any(|c| {
+                c.exact || (!c.guess && confidence(c.evidence, &self.config) >= CONFIDENT_SCORE)
+            });
         // Scores of the modes that read evidence become its calibrated confidence.
         let calibrated = matches!(
             mode,
@@ -625,6 +652,11 @@ impl SearchEngine {
         let own_score = |c: &Candidate| {
             if c.exact {
                 1.0
+            } else if c.guess {
+                // Under the confidence floor, as far under as it is under min_similarity.
+                let similarity = c.evidence.similarity.unwrap_or(0.0);
+                let min = self.config.min_similarity.max(f32::EPSILON);
+                CONFIDENT_SCORE * (similarity / min).clamp(0.0, 0.999)
             } else if calibrated {
                 confidence(c.evidence, &self.config).min(0.999)
             } else {

@@ -152,6 +152,64 @@ fn a_request_no_tool_fits_is_answered_nothing_fits_when_the_search_read_meaning(
     }
 }
 
+/// A hybrid request that matches no word and whose closest tools stay under `min_similarity`
+/// lists those few tools as guesses (found by meaning, scored under the confidence floor) and
+/// says nothing fits, rather than answering with nothing at all.
+#[test]
+fn a_request_nothing_fits_lists_the_closest_tools_as_low_scored_guesses() {
+    /// Every tool a little like the query (cosines 0.1 to 0.2, under `min_similarity`), the
+    /// clock the least; the query's words in no tool.
+    struct Faint;
+    impl crate::embed::Embedder for Faint {
+        fn model_id(&self) -> &str {
+            "faint-test-double"
+        }
+        fn dimensions(&self) -> usize {
+            3
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, crate::embed::EmbedError> {
+            Ok(texts
+                .iter()
+                .map(|text| match text {
+                    t if t.contains("weather") => vec![1.0, 0.0, 0.0],
+                    t if t.contains("clock") => vec![0.1, 1.0, 0.0],
+                    t if t.contains("notes") => vec![0.2, 0.0, 1.0],
+                    _ => vec![0.15, 1.0, 0.0],
+                })
+                .collect())
+        }
+    }
+    let mut engine = everyday_engine();
+    engine.set_embedder(Some(Arc::new(Faint)));
+    engine.embed_pending().unwrap();
+    let request = "what is the weather in Paris";
+    let results = search(&engine, request);
+    assert!(results.nothing_fits, "{results:?}");
+    let guesses = &results.page.tools;
+    assert!(
+        (1..=NOTHING_FITS_GUESSES).contains(&guesses.len()),
+        "{results:?}"
+    );
+    assert_eq!(guesses.len(), NOTHING_FITS_GUESSES, "{results:?}");
+    assert_eq!(guesses[0].name, "notes___add_note", "{results:?}");
+    for guess in guesses {
+        assert!(guess.score < f64::from(CONFIDENT_SCORE), "{results:?}");
+        assert_eq!(guess.matched_on[0].field, MatchedOn::MEANING, "{results:?}");
+    }
+    assert!(results.fallback.is_some());
+    // Keyword search has no meaning to guess by: nothing, and the fallback.
+    let keyword = crate::contract::search(
+        &engine,
+        &crate::contract::SearchArgs {
+            mode: Some(SearchMode::Keyword),
+            ..crate::contract::SearchArgs::new(request)
+        },
+        &crate::contract::SearchOptions::default(),
+    )
+    .unwrap();
+    assert!(keyword.page.tools.is_empty(), "{keyword:?}");
+}
+
 /// Keyword evidence alone does not tell a fitting request from one no tool fits, so keyword
 /// search never says nothing fits: a request that matches no word gets "No tool matched" and
 /// the fallback, as before.
