@@ -66,8 +66,8 @@ pub struct SearchConfig {
     pub dense_candidates: usize,
     /// Fuse every keyword candidate with its own similarity, not only the most similar tools.
     pub dense_for_keyword_hits: bool,
-    /// A tool no query word matched enters the results by meaning only from this cosine
-    /// similarity up: below it, a query about nothing in the catalog finds nothing.
+    /// A tool no query word matched enters the results by meaning from this cosine similarity
+    /// up; under it only the few closest enter, as guesses scored under the confidence floor.
     pub min_similarity: f32,
     /// Longest query text embedded, in characters, cut at a word; the keyword side reads it
     /// all. A sentence model's cost grows with every token, and a request's first 400

@@ -207,9 +207,10 @@ pub fn confidence(evidence: Evidence, config: &SearchConfig) -> f32 {
 /// second's by at least this much: a clear pick by meaning is not a guess.
 pub const DENSE_CLEAR_MARGIN: f32 = 0.05;
 
-/// How many of the closest tools by meaning a hybrid search shows when no word matched and no
-/// tool reached `min_similarity`: the answer says nothing fits, and lists these as guesses
-/// scored under [`CONFIDENT_SCORE`] rather than nothing at all.
+/// How many of the closest tools by meaning enter a hybrid fusion whatever their similarity.
+/// Under `min_similarity` they are guesses: scored under [`CONFIDENT_SCORE`] and never a
+/// confident match, so that a request no tool fits lists its closest tools, low, and says
+/// nothing fits, rather than answering with nothing at all.
 pub const NOTHING_FITS_GUESSES: usize = 3;
 
 fn serialize_arc_tool<S: serde::Serializer>(tool: &Arc<Tool>, s: S) -> Result<S::Ok, S::Error> {
@@ -264,9 +265,11 @@ struct Candidate {
     exact: bool,
     /// Found by meaning only: no query word matched it.
     by_meaning: bool,
-    /// One of the closest tools by meaning, shown because nothing else was found: never a
+    /// Let in by meaning under `min_similarity` (one of the few closest tools): never a
     /// confident match, whatever its evidence.
     guess: bool,
+    /// A guess in a search that has a confident match: ranked under every confident one.
+    demoted: bool,
     evidence: Evidence,
 }
 
@@ -278,6 +281,7 @@ impl Candidate {
             exact: false,
             by_meaning: false,
             guess: false,
+            demoted: false,
             evidence: Evidence::default(),
         }
     }
@@ -563,8 +567,6 @@ impl SearchEngine {
         }
         // The dense side's first tool, when it leads the second by a clear margin.
         let mut dense_first = None;
-        // The closest tools by meaning, shown as guesses when nothing else is found.
-        let mut guesses = Vec::new();
         let mut candidates = match mode {
             SearchMode::Keyword | SearchMode::Hybrid | SearchMode::Semantic if query.is_empty() => {
                 return Ok(self.browse(request))
@@ -577,7 +579,6 @@ impl SearchEngine {
                             // Read over the whole ranking, before the list is cut to candidates.
                             let dense_standout = standout(all.iter().map(|&(_, s)| s));
                             dense_first = clear_first(&all);
-                            guesses.extend(all.iter().take(NOTHING_FITS_GUESSES).copied());
                             let dense = self.dense_list(&keyword, all);
                             self.fuse(query, keyword, &dense, dense_standout)
                         }
@@ -620,30 +621,6 @@ impl SearchEngine {
                     .is_some_and(|t| request.filters.matches(t, self.naming()))
             });
         }
-        if mode == SearchMode::Hybrid && candidates.is_empty() {
-            // The dense ranking already passed the filters.
-            let guesses = guesses
-                .into_iter()
-                .filter(|&(_, similarity)| similarity > 0.0);
-            candidates.extend(guesses.map(|(slot, similarity)| Candidate {
-                by_meaning: true,
-                guess: true,
-                evidence: Evidence {
-                    similarity: Some(similarity),
-                    words: 0.0,
-                },
-                ..Candidate::new(slot, similarity.min(0.999))
-            }));
-        }
-        // Whether anything fits is read from every candidate's evidence, before the threshold
-        // and the top band (which cut what is shown, not what the catalog holds). Only a search
-        // that read meaning says it: keyword evidence alone does not tell a fitting request
-        // from one no tool fits (docs/EVAL.md, "Scores and 'nothing fits'"), so keyword search
-        // never does.
-        let nothing_fits = matches!(mode, SearchMode::Hybrid | SearchMode::Semantic)
-            && !candidates.iter().any(|c| {
-                c.exact || (!c.guess && confidence(c.evidence, &self.config) >= CONFIDENT_SCORE)
-            });
         // Scores of the modes that read evidence become its calibrated confidence.
         let calibrated = matches!(
             mode,
@@ -663,6 +640,16 @@ impl SearchEngine {
                 c.score
             }
         };
+        // A guess ranks where the fusion puts it among the other weak results, but under every
+        // confident one: a confident match is never shown below a guess.
+        if candidates
+            .iter()
+            .any(|c| !c.guess && own_score(c) >= CONFIDENT_SCORE)
+        {
+            for candidate in candidates.iter_mut().filter(|c| c.guess) {
+                candidate.demoted = true;
+            }
+        }
         // The threshold and the top band apply to the scores the caller sees. Those are capped
         // down the ranking, so each cut keeps a prefix of it: everything ranked above the first
         // candidate whose own score is under the cut.
@@ -671,6 +658,13 @@ impl SearchEngine {
             .iter()
             .min_by(|a, b| self.rank_order(a, b))
             .map_or(0.0, own_score);
+        // Whether anything fits is whether the first result, which caps every score under it,
+        // is a confident match: read before the threshold and the top band (which cut what is
+        // shown, not what the catalog holds). Only a search that read meaning says it: keyword
+        // evidence alone does not tell a fitting request from one no tool fits (docs/EVAL.md,
+        // "Scores and 'nothing fits'"), so keyword search never does.
+        let nothing_fits =
+            matches!(mode, SearchMode::Hybrid | SearchMode::Semantic) && best < CONFIDENT_SCORE;
         let band_cut = request
             .top_band
             .or(self.config.top_band)
@@ -872,20 +866,28 @@ impl SearchEngine {
     /// config says so) the similarity of every keyword candidate, so that a tool found by words
     /// is fused with its own similarity rather than with none. `all` is best first.
     fn dense_list(&self, keyword: &[Candidate], all: Vec<(u32, f32)>) -> Vec<(u32, f32)> {
-        // Below min_similarity a tool is no match by meaning: a request about nothing in the
-        // catalog finds nothing rather than the least unlike tools.
+        // Below min_similarity a tool is no match by meaning: only the few closest enter, as
+        // guesses (scored low, never confident), so a request about nothing in the catalog
+        // says so rather than presenting the least unlike tools as matches.
         let min_similarity = self.config.min_similarity;
         if !self.config.dense_for_keyword_hits {
-            let mut all = all;
-            all.truncate(self.config.dense_candidates);
-            all.retain(|&(_, similarity)| similarity >= min_similarity);
-            return all;
+            return all
+                .into_iter()
+                .take(self.config.dense_candidates)
+                .enumerate()
+                .filter(|&(rank, (_, similarity))| {
+                    similarity >= min_similarity
+                        || (rank < NOTHING_FITS_GUESSES && similarity > 0.0)
+                })
+                .map(|(_, hit)| hit)
+                .collect();
         }
         let by_words: rustc_hash::FxHashSet<u32> = keyword.iter().map(|c| c.slot).collect();
         all.into_iter()
             .enumerate()
             .filter(|(rank, (slot, similarity))| {
                 (*rank < self.config.dense_candidates && *similarity >= min_similarity)
+                    || (*rank < NOTHING_FITS_GUESSES && *similarity > 0.0)
                     || by_words.contains(slot)
             })
             .map(|(_, hit)| hit)
@@ -924,6 +926,10 @@ impl SearchEngine {
             .into_iter()
             .map(|(slot, score)| Candidate {
                 by_meaning: !words.contains_key(&slot),
+                guess: !words.contains_key(&slot)
+                    && similarity
+                        .get(&slot)
+                        .is_none_or(|&s| s < self.config.min_similarity),
                 evidence: Evidence {
                     similarity: similarity.get(&slot).copied(),
                     words: words.get(&slot).copied().unwrap_or(0.0),
@@ -1043,6 +1049,7 @@ impl SearchEngine {
         };
         b.exact
             .cmp(&a.exact)
+            .then_with(|| a.demoted.cmp(&b.demoted))
             .then_with(|| b.score.total_cmp(&a.score))
             .then_with(|| name(a.slot).cmp(&name(b.slot)))
     }

@@ -153,8 +153,9 @@ fn a_request_no_tool_fits_is_answered_nothing_fits_when_the_search_read_meaning(
 }
 
 /// A hybrid request that matches no word and whose closest tools stay under `min_similarity`
-/// lists those few tools as guesses (found by meaning, scored under the confidence floor) and
-/// says nothing fits, rather than answering with nothing at all.
+/// lists the few closest as guesses (found by meaning, scored under the confidence floor) and
+/// says nothing fits, rather than answering with nothing at all; beside a confident match, the
+/// guesses rank under it.
 #[test]
 fn a_request_nothing_fits_lists_the_closest_tools_as_low_scored_guesses() {
     /// Every tool a little like the query (cosines 0.1 to 0.2, under `min_similarity`), the
@@ -197,6 +198,21 @@ fn a_request_nothing_fits_lists_the_closest_tools_as_low_scored_guesses() {
         assert_eq!(guess.matched_on[0].field, MatchedOn::MEANING, "{results:?}");
     }
     assert!(results.fallback.is_some());
+    // Beside a confident match by words, the guesses rank under it, whatever the fusion says.
+    let results = search(&engine, "read a file about the weather");
+    assert!(!results.nothing_fits, "{results:?}");
+    let tools = &results.page.tools;
+    assert_eq!(tools[0].name, "files___read_file", "{results:?}");
+    assert!(tools[0].score >= f64::from(CONFIDENT_SCORE), "{results:?}");
+    let first_guess = tools
+        .iter()
+        .position(|t| t.matched_on[0].field == MatchedOn::MEANING);
+    let last_confident = tools
+        .iter()
+        .rposition(|t| t.score >= f64::from(CONFIDENT_SCORE));
+    if let (Some(guess), Some(confident)) = (first_guess, last_confident) {
+        assert!(guess > confident, "{results:?}");
+    }
     // Keyword search has no meaning to guess by: nothing, and the fallback.
     let keyword = crate::contract::search(
         &engine,
