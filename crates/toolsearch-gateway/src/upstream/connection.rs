@@ -232,11 +232,16 @@ pub enum UpstreamError {
     #[error("cannot connect to the legacy SSE server at `{url}`: {reason}; check that the server is running and the url (often ending in `/sse`) and headers are right")]
     ConnectSse { url: String, reason: String },
 
-    #[error("`{url}` {refused}")]
+    #[error("`{url}` {}", refused.describe(server))]
     CredentialsRefused {
+        server: String,
         url: String,
         refused: CredentialsRefused,
     },
+
+    /// The stored sign-in could not give a token (expired past renewal, unreadable).
+    #[error("{0}")]
+    SignIn(#[from] crate::upstream::sign_in::SignInError),
 
     #[error("cannot build the HTTP client for `{url}`: {source}; the system's TLS or network settings may be unusable")]
     HttpClient {
@@ -378,24 +383,24 @@ pub enum CredentialsRefused {
     LacksScope { scope: Option<String> },
 }
 
-impl std::fmt::Display for CredentialsRefused {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl CredentialsRefused {
+    /// What the refusal means for `server`, and what to do.
+    pub fn describe(&self, server: &str) -> String {
         const HEADERS: &str = "in the entry's `headers`, from the gateway's environment (e.g. `headers = { Authorization = \"Bearer ${SERVER_TOKEN}\" }` with SERVER_TOKEN set where the gateway starts)";
         match self {
-            CredentialsRefused::Missing { oauth: false } => write!(
-                f,
+            CredentialsRefused::Missing { oauth: false } => format!(
                 "answered 401 Unauthorized: the server wants credentials; give them {HEADERS}, then restart the server from the console or restart the gateway"
             ),
-            CredentialsRefused::Missing { oauth: true } => write!(
-                f,
-                "answered 401 Unauthorized and offers OAuth sign-in, which the gateway does not do yet; give a token the service issues for API access (an access or personal token) {HEADERS}, then restart the server from the console or restart the gateway"
+            CredentialsRefused::Missing { oauth: true } => format!(
+                "answered 401 Unauthorized: server `{server}` needs sign-in; run `toolsearch auth login {server}`, then restart the server from the console or restart the gateway (or give a token the service issues for API access {HEADERS})"
             ),
             CredentialsRefused::LacksScope { scope } => {
-                write!(f, "answered 403 Forbidden: the credentials in the entry's `headers` lack a permission")?;
+                let mut said = "answered 403 Forbidden: the credentials lack a permission".to_string();
                 if let Some(scope) = scope {
-                    write!(f, " (the server asks for scope `{scope}`)")?;
+                    said.push_str(&format!(" (the server asks for scope `{scope}`)"));
                 }
-                write!(f, "; use a token that has it")
+                said.push_str("; use a token that has it, or sign in again with `toolsearch auth login`");
+                said
             }
         }
     }
@@ -447,7 +452,10 @@ impl UpstreamError {
     /// Whether the server refused the gateway's credentials: a state to report, not a failure
     /// to retry at once.
     pub(crate) fn needs_authorization(&self) -> bool {
-        matches!(self, UpstreamError::CredentialsRefused { .. })
+        matches!(
+            self,
+            UpstreamError::CredentialsRefused { .. } | UpstreamError::SignIn(_)
+        )
     }
 
     /// Adds the child's last stderr line, when it wrote one.
@@ -515,13 +523,43 @@ pub(crate) async fn connect(
             url,
             headers,
             shown_url,
-        } => connect_http(client, url, headers, shown_url).await,
+        } => {
+            let headers = with_sign_in(server, url, headers).await?;
+            connect_http(client, url, &headers, shown_url).await
+        }
         ServerTransport::Sse {
             url,
             headers,
             shown_url,
-        } => connect_sse(client, url, headers, shown_url).await,
+        } => {
+            let headers = with_sign_in(server, url, headers).await?;
+            connect_sse(client, url, &headers, shown_url).await
+        }
     }
+}
+
+/// `headers` with the access token of the user's sign-in to `server` at `url`, when there is
+/// one and the entry gives no `Authorization` of its own.
+async fn with_sign_in(
+    server: &str,
+    url: &str,
+    headers: &BTreeMap<String, String>,
+) -> Result<BTreeMap<String, String>, UpstreamError> {
+    let mut headers = headers.clone();
+    if headers
+        .keys()
+        .any(|name| name.eq_ignore_ascii_case("authorization"))
+    {
+        return Ok(headers);
+    }
+    // Without a config folder there is no sign-in to use.
+    let Ok(store) = crate::upstream::sign_in::TokenStore::for_user() else {
+        return Ok(headers);
+    };
+    if let Some(token) = crate::upstream::sign_in::access_token(&store, server, url).await? {
+        headers.insert("Authorization".to_string(), format!("Bearer {token}"));
+    }
+    Ok(headers)
 }
 
 /// Starts a stdio server from `cmd` (its environment and folder set) in a process group of its
@@ -619,6 +657,7 @@ async fn connect_http(
         }
         Err(source) => Err(match credentials_refused(&source) {
             Some(refused) => UpstreamError::CredentialsRefused {
+                server: server.to_string(),
                 url: shown_url.to_string(),
                 refused,
             },
@@ -647,6 +686,7 @@ async fn connect_sse(
         })?;
     let failed = |error: &(dyn std::error::Error + 'static)| match credentials_refused(error) {
         Some(refused) => UpstreamError::CredentialsRefused {
+            server: server.to_string(),
             url: shown_url.to_string(),
             refused,
         },
@@ -1189,9 +1229,11 @@ mod tests {
             )),
             None
         );
-        let said = CredentialsRefused::Missing { oauth: true }.to_string();
+        let said = CredentialsRefused::Missing { oauth: true }.describe("linear");
         assert!(
-            said.contains("OAuth") && said.contains("`headers`"),
+            said.contains("needs sign-in")
+                && said.contains("`toolsearch auth login linear`")
+                && said.contains("`headers`"),
             "{said}"
         );
     }

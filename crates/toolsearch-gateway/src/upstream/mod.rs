@@ -10,6 +10,7 @@
 pub mod child_env;
 pub(crate) mod connection;
 pub(crate) mod http;
+pub mod sign_in;
 pub(crate) mod sse;
 pub(crate) mod state;
 pub(crate) mod supervisor;

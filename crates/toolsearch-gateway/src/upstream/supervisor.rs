@@ -29,6 +29,7 @@ use crate::upstream::connection::{
     self as upstream, Connection, Signal, StderrTail, UpstreamError,
 };
 use crate::upstream::http::HttpCalls;
+use crate::upstream::sign_in;
 pub use crate::upstream::state::ServerState;
 
 /// What changed upstream.
@@ -761,7 +762,12 @@ async fn supervise(
                 let reason = error.to_string();
                 previous_error = Some(reason.clone());
                 inner.set_state(&slot, ServerState::NeedsAuthorization { reason });
-                wait_for_restart(&shutdown, &mut signals, Some(opts.max_backoff)).await;
+                // A sign-in (`toolsearch auth login`) writes the server's token file: try again
+                // as soon as it does.
+                tokio::select! {
+                    () = wait_for_restart(&shutdown, &mut signals, Some(opts.max_backoff)) => {}
+                    () = sign_in::changed(&slot.name) => {}
+                }
                 if shutdown.is_cancelled() {
                     break;
                 }

@@ -1,0 +1,451 @@
+//! OAuth sign-in to HTTP upstreams, through rmcp's implementation of the MCP authorization
+//! spec (discovery from the protected-resource and authorization-server metadata, dynamic client
+//! registration, authorization code with PKCE and the `resource` parameter, refresh).
+//!
+//! Tokens are kept per user, one file per server in the user's config folder
+//! (`$XDG_CONFIG_HOME/toolsearch/auth`, else `~/.config/toolsearch/auth`), readable by the user
+//! alone (0600 in a 0700 folder), each bound to the server's URL: a file written for another URL
+//! is not used. Nothing here logs a token.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use async_trait::async_trait;
+use rmcp::transport::auth::{
+    AuthError, AuthorizationManager, AuthorizationRequest, CredentialStore, OAuthState,
+    StoredCredentials,
+};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// The client name an authorization server shows on its consent page.
+const CLIENT_NAME: &str = "toolsearch";
+
+/// Why a sign-in, or the use of its tokens, failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SignInError {
+    #[error("cannot tell where to keep sign-in tokens: neither XDG_CONFIG_HOME nor HOME is set; set one of them")]
+    NoConfigFolder,
+
+    #[error("cannot {action} `{path}`: {source}")]
+    File {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    #[error("the stored sign-in `{path}` is unreadable ({reason}); run `toolsearch auth logout` and sign in again")]
+    Corrupt { path: PathBuf, reason: String },
+
+    /// rmcp's error as text: its wording names the OAuth step that failed.
+    #[error("signing in to `{url}` failed: {reason}")]
+    OAuth { url: String, reason: String },
+
+    #[error("the sign-in of `{server}` has expired and cannot be renewed; run `toolsearch auth login {server}`")]
+    Expired { server: String },
+
+    #[error("no redirect arrived: {0}")]
+    NoRedirect(String),
+}
+
+impl SignInError {
+    fn oauth(url: &str, error: AuthError) -> Self {
+        SignInError::OAuth {
+            url: url.to_string(),
+            reason: error.to_string(),
+        }
+    }
+}
+
+/// What one file holds: the server's URL and rmcp's credentials for it.
+#[derive(Serialize, Deserialize)]
+struct Saved {
+    url: String,
+    credentials: StoredCredentials,
+}
+
+/// The user's sign-in tokens, one file per server.
+#[derive(Debug, Clone)]
+pub struct TokenStore {
+    dir: PathBuf,
+}
+
+/// What `auth status` says of one server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignInStatus {
+    /// No tokens are kept for the server.
+    SignedOut,
+    /// Tokens are kept for another URL than the server's now: they are not used.
+    OtherUrl { url: String },
+    /// Tokens are kept; `expires_in` seconds are left of the access token when it said.
+    SignedIn {
+        expires_in: Option<u64>,
+        refreshable: bool,
+    },
+}
+
+impl TokenStore {
+    /// The current user's store.
+    pub fn for_user() -> Result<Self, SignInError> {
+        let base = std::env::var_os("XDG_CONFIG_HOME")
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("HOME")
+                    .filter(|v| !v.is_empty())
+                    .map(|home| Path::new(&home).join(".config"))
+            })
+            .ok_or(SignInError::NoConfigFolder)?;
+        Ok(Self::at(base.join("toolsearch").join("auth")))
+    }
+
+    /// A store in `dir`.
+    pub fn at(dir: PathBuf) -> Self {
+        Self { dir }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The file of `server`: its name made safe for a file name, and a hash of the name so that
+    /// two names that read alike once made safe do not share a file.
+    pub fn path(&self, server: &str) -> PathBuf {
+        let safe: String = server
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(64)
+            .collect();
+        let hash = Sha256::digest(server.as_bytes());
+        let short: String = hash[..4].iter().map(|b| format!("{b:02x}")).collect();
+        self.dir.join(format!("{safe}-{short}.json"))
+    }
+
+    fn read(&self, server: &str) -> Result<Option<Saved>, SignInError> {
+        let path = self.path(server);
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(source) => {
+                return Err(SignInError::File {
+                    action: "read",
+                    path,
+                    source,
+                })
+            }
+        };
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| SignInError::Corrupt {
+                path,
+                reason: e.to_string(),
+            })
+    }
+
+    /// Writes the file readable by the user alone, through a temporary file renamed into place.
+    fn write(&self, server: &str, saved: &Saved) -> Result<(), SignInError> {
+        let io = |action: &'static str, path: &Path| {
+            let path = path.to_path_buf();
+            move |source| SignInError::File {
+                action,
+                path,
+                source,
+            }
+        };
+        create_private_dir(&self.dir).map_err(io("create the folder", &self.dir))?;
+        let path = self.path(server);
+        let temporary = path.with_extension("json.tmp");
+        let text = serde_json::to_vec_pretty(saved).map_err(|e| SignInError::Corrupt {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        let mut file = private_file(&temporary).map_err(io("write", &temporary))?;
+        file.write_all(&text)
+            .and_then(|()| file.sync_all())
+            .map_err(io("write", &temporary))?;
+        std::fs::rename(&temporary, &path).map_err(io("write", &path))
+    }
+
+    /// Forgets `server`'s tokens; whether there were any.
+    pub fn remove(&self, server: &str) -> Result<bool, SignInError> {
+        let path = self.path(server);
+        match std::fs::remove_file(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(source) => Err(SignInError::File {
+                action: "remove",
+                path,
+                source,
+            }),
+        }
+    }
+
+    /// Whether `server` at `url` has tokens, and how long its access token has left.
+    pub fn status(&self, server: &str, url: &str) -> Result<SignInStatus, SignInError> {
+        let Some(saved) = self.read(server)? else {
+            return Ok(SignInStatus::SignedOut);
+        };
+        if saved.url != url {
+            return Ok(SignInStatus::OtherUrl { url: saved.url });
+        }
+        let Some(tokens) = saved.credentials.token_response.as_ref() else {
+            return Ok(SignInStatus::SignedOut);
+        };
+        use oauth2::TokenResponse;
+        let expires_in = match (tokens.expires_in(), saved.credentials.token_received_at) {
+            (Some(lifetime), Some(received)) => {
+                let elapsed = now_secs().saturating_sub(received);
+                Some(lifetime.as_secs().saturating_sub(elapsed))
+            }
+            _ => None,
+        };
+        Ok(SignInStatus::SignedIn {
+            expires_in,
+            refreshable: tokens.refresh_token().is_some(),
+        })
+    }
+
+    /// The credential store rmcp reads and writes for `server` at `url`.
+    fn credentials(&self, server: &str, url: &str) -> FileCredentials {
+        FileCredentials {
+            store: self.clone(),
+            server: server.to_string(),
+            url: url.to_string(),
+        }
+    }
+}
+
+fn now_secs() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+#[cfg(unix)]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)?;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+}
+
+#[cfg(not(unix))]
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)
+}
+
+#[cfg(unix)]
+fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::create(path)
+}
+
+/// rmcp's credential store over one server's file. Credentials kept for another URL read as
+/// none, so a changed `url` never receives the old server's tokens.
+struct FileCredentials {
+    store: TokenStore,
+    server: String,
+    url: String,
+}
+
+fn store_error(error: SignInError) -> AuthError {
+    AuthError::InternalError(error.to_string())
+}
+
+#[async_trait]
+impl CredentialStore for FileCredentials {
+    async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
+        let saved = self.store.read(&self.server).map_err(store_error)?;
+        Ok(saved
+            .filter(|saved| saved.url == self.url)
+            .map(|saved| saved.credentials))
+    }
+
+    async fn save(&self, credentials: StoredCredentials) -> Result<(), AuthError> {
+        let saved = Saved {
+            url: self.url.clone(),
+            credentials,
+        };
+        self.store.write(&self.server, &saved).map_err(store_error)
+    }
+
+    async fn clear(&self) -> Result<(), AuthError> {
+        self.store
+            .remove(&self.server)
+            .map(|_| ())
+            .map_err(store_error)
+    }
+}
+
+/// rmcp's manager of the sign-in to `server` at `url`, keeping its credentials in `store`.
+async fn manager(
+    store: &TokenStore,
+    server: &str,
+    url: &str,
+) -> Result<AuthorizationManager, SignInError> {
+    // Its HTTP client needs the process's TLS provider, as the upstreams' does.
+    crate::upstream::wire::ensure_crypto_provider();
+    let mut manager = AuthorizationManager::new(url)
+        .await
+        .map_err(|e| SignInError::oauth(url, e))?;
+    manager.set_credential_store(store.credentials(server, url));
+    Ok(manager)
+}
+
+/// Signs in to `server` at `url`: discovers its authorization server, registers this client
+/// (or reuses the registration kept from a previous sign-in), hands the page to sign in on to
+/// `show`, waits for `redirect` to give the URL the browser was sent back to (with the code),
+/// exchanges the code and keeps the tokens.
+pub async fn sign_in<F>(
+    store: &TokenStore,
+    server: &str,
+    url: &str,
+    redirect_uri: &str,
+    show: impl FnOnce(&str),
+    redirect: F,
+) -> Result<(), SignInError>
+where
+    F: std::future::Future<Output = Result<String, SignInError>>,
+{
+    let mut state = OAuthState::Unauthorized(manager(store, server, url).await?);
+    let oauth = |e| SignInError::oauth(url, e);
+    state
+        .start_authorization(AuthorizationRequest::new(redirect_uri).with_client_name(CLIENT_NAME))
+        .await
+        .map_err(oauth)?;
+    let page = state.get_authorization_url().await.map_err(oauth)?;
+    show(&page);
+    let redirected = redirect.await?;
+    state
+        .handle_callback_url(&redirected)
+        .await
+        .map_err(oauth)?;
+    Ok(())
+}
+
+/// The access token kept for `server` at `url`, renewed first when it is about to expire;
+/// `None` when the user never signed in to it (or signed in to another URL).
+pub async fn access_token(
+    store: &TokenStore,
+    server: &str,
+    url: &str,
+) -> Result<Option<String>, SignInError> {
+    if !matches!(store.status(server, url)?, SignInStatus::SignedIn { .. }) {
+        return Ok(None);
+    }
+    let oauth = |e| SignInError::oauth(url, e);
+    let mut manager = manager(store, server, url).await?;
+    if !manager.initialize_from_store().await.map_err(oauth)? {
+        return Ok(None);
+    }
+    match manager.get_access_token().await {
+        Ok(token) => Ok(Some(token)),
+        Err(AuthError::AuthorizationRequired) => Err(SignInError::Expired {
+            server: server.to_string(),
+        }),
+        Err(e) => Err(oauth(e)),
+    }
+}
+
+/// Returns once the user's token file of `server` is written or removed (polled each second);
+/// never when there is no config folder.
+pub async fn changed(server: &str) {
+    let Ok(store) = TokenStore::for_user() else {
+        return std::future::pending().await;
+    };
+    let path = store.path(server);
+    let stamp = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
+    let before = stamp(&path);
+    loop {
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        if stamp(&path) != before {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn credentials(token_received_at: Option<u64>) -> StoredCredentials {
+        let tokens: rmcp::transport::auth::OAuthTokenResponse = serde_json::from_value(
+            serde_json::json!({"access_token": "a-secret", "token_type": "bearer", "expires_in": 3600, "refresh_token": "r"}),
+        )
+        .unwrap();
+        StoredCredentials::new("client-1".into(), Some(tokens), vec![], token_received_at)
+    }
+
+    #[test]
+    fn tokens_are_kept_per_server_for_one_url_and_readable_by_the_user_alone() {
+        let dir = std::env::temp_dir().join(format!("toolsearch-sign-in-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let store = TokenStore::at(dir.join("auth"));
+        assert_eq!(
+            store.status("linear", "https://mcp.example/mcp").unwrap(),
+            SignInStatus::SignedOut
+        );
+        let saved = Saved {
+            url: "https://mcp.example/mcp".into(),
+            credentials: credentials(Some(now_secs())),
+        };
+        store.write("linear", &saved).unwrap();
+        match store.status("linear", "https://mcp.example/mcp").unwrap() {
+            SignInStatus::SignedIn {
+                expires_in: Some(left),
+                refreshable: true,
+            } => assert!((3500..=3600).contains(&left), "{left}"),
+            other => panic!("{other:?}"),
+        }
+        // Another URL, another server: neither gets these tokens.
+        assert!(matches!(
+            store
+                .status("linear", "https://elsewhere.example/mcp")
+                .unwrap(),
+            SignInStatus::OtherUrl { .. }
+        ));
+        assert_eq!(
+            store.status("linear/", "https://mcp.example/mcp").unwrap(),
+            SignInStatus::SignedOut
+        );
+        assert_ne!(store.path("a/b"), store.path("a_b"));
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(&store.path("linear")), 0o600);
+            assert_eq!(mode(store.dir()), 0o700);
+        }
+        assert!(store.remove("linear").unwrap());
+        assert!(!store.remove("linear").unwrap());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn no_message_carries_a_token() {
+        let saved = Saved {
+            url: "u".into(),
+            credentials: credentials(None),
+        };
+        assert!(!format!("{:?}", saved.credentials).contains("a-secret"));
+    }
+}
