@@ -10,6 +10,9 @@ set -euo pipefail
 
 SERVER_EVERYTHING_VERSION="2026.8.31"
 PLAYWRIGHT_CORE_VERSION="1.64.1"
+# The official TypeScript SDK: its example server with an in-memory OAuth provider is the
+# OAuth-protected peer of the sign-in tests.
+MCP_SDK_VERSION="1.32.2"
 MCP_VERSION="2.3.0"
 MCP_SERVER_TIME_VERSION="2026.10.19"
 
@@ -33,16 +36,21 @@ mkdir -p "$NODE_DIR"
 # --- npm: server-everything --------------------------------------------------
 EVERYTHING_PKG="$NODE_DIR/node_modules/@modelcontextprotocol/server-everything/package.json"
 PLAYWRIGHT_PKG="$NODE_DIR/node_modules/playwright-core/package.json"
+SDK_PKG="$NODE_DIR/node_modules/@modelcontextprotocol/sdk/package.json"
 installed_everything=""
 installed_playwright=""
+installed_sdk=""
 if [ -f "$EVERYTHING_PKG" ]; then
     installed_everything="$(node -p "require('$EVERYTHING_PKG').version" 2>/dev/null || true)"
 fi
 if [ -f "$PLAYWRIGHT_PKG" ]; then
     installed_playwright="$(node -p "require('$PLAYWRIGHT_PKG').version" 2>/dev/null || true)"
 fi
-if [ "$installed_everything" = "$SERVER_EVERYTHING_VERSION" ] && [ "$installed_playwright" = "$PLAYWRIGHT_CORE_VERSION" ]; then
-    echo "server-everything $SERVER_EVERYTHING_VERSION and playwright-core $PLAYWRIGHT_CORE_VERSION already installed"
+if [ -f "$SDK_PKG" ]; then
+    installed_sdk="$(node -p "require('$SDK_PKG').version" 2>/dev/null || true)"
+fi
+if [ "$installed_everything" = "$SERVER_EVERYTHING_VERSION" ] && [ "$installed_playwright" = "$PLAYWRIGHT_CORE_VERSION" ] && [ "$installed_sdk" = "$MCP_SDK_VERSION" ]; then
+    echo "server-everything $SERVER_EVERYTHING_VERSION, @modelcontextprotocol/sdk $MCP_SDK_VERSION and playwright-core $PLAYWRIGHT_CORE_VERSION already installed"
 else
     cat >"$NODE_DIR/package.json" <<JSON
 {
@@ -50,11 +58,12 @@ else
   "private": true,
   "dependencies": {
     "@modelcontextprotocol/server-everything": "$SERVER_EVERYTHING_VERSION",
+    "@modelcontextprotocol/sdk": "$MCP_SDK_VERSION",
     "playwright-core": "$PLAYWRIGHT_CORE_VERSION"
   }
 }
 JSON
-    echo "installing @modelcontextprotocol/server-everything@$SERVER_EVERYTHING_VERSION and playwright-core@$PLAYWRIGHT_CORE_VERSION ..."
+    echo "installing @modelcontextprotocol/server-everything@$SERVER_EVERYTHING_VERSION, @modelcontextprotocol/sdk@$MCP_SDK_VERSION and playwright-core@$PLAYWRIGHT_CORE_VERSION ..."
     (cd "$NODE_DIR" && npm install --no-audit --no-fund --loglevel=error --save-exact) \
         || die "npm install failed in $NODE_DIR (is the npm registry reachable?)"
 fi

@@ -32,6 +32,17 @@ pub fn everything_js() -> String {
     )
 }
 
+/// The official TypeScript SDK's example Streamable HTTP server
+/// (`@modelcontextprotocol/sdk`, `examples/server/simpleStreamableHttp.js`).
+pub fn sdk_example_server_js() -> String {
+    require(
+        peers_dir().join(
+            "node/node_modules/@modelcontextprotocol/sdk/dist/esm/examples/server/simpleStreamableHttp.js",
+        ),
+        "@modelcontextprotocol/sdk",
+    )
+}
+
 /// server-everything over Streamable HTTP at `http://127.0.0.1:PORT/mcp`, its output discarded.
 pub fn spawn_everything_http(port: u16) -> std::process::Child {
     std::process::Command::new("node")

@@ -64,6 +64,9 @@ enum Command {
     /// Write a gateway config (a starter, or the servers of a Claude Desktop, Cursor or VS Code
     /// file) and print the entry that makes the client start the gateway.
     Init(commands::init::InitArgs),
+    /// Sign in to the config's OAuth-protected HTTP servers, see which are signed in, sign out.
+    #[command(subcommand)]
+    Auth(commands::auth::AuthCommand),
 }
 
 fn main() -> ExitCode {
@@ -93,6 +96,7 @@ fn main() -> ExitCode {
             .map_err(Into::into),
         Command::Model(command) => commands::model::run(command),
         Command::Init(args) => commands::init::run(args),
+        Command::Auth(command) => commands::auth::run(command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -2,6 +2,7 @@
 
 mod peers;
 
+mod auth_cli;
 mod bench_cli;
 mod console_cli;
 mod contract_cli;

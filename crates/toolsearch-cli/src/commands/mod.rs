@@ -1,3 +1,4 @@
+pub mod auth;
 pub mod bench;
 pub mod eval;
 pub mod init;

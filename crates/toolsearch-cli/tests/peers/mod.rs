@@ -546,6 +546,28 @@ pub fn start_everything_http() -> Service {
     service
 }
 
+/// The official TypeScript SDK's example server behind OAuth (`--oauth`): its MCP endpoint at
+/// `http://localhost:PORT/mcp` and its authorization server (an in-memory provider that approves
+/// every sign-in at once, with dynamic client registration and PKCE) on a second port. Returns
+/// the service (its MCP port) and the authorization server's port.
+pub fn start_sdk_oauth_server() -> (Service, u16) {
+    let port = free_port();
+    let auth_port = free_port();
+    let child = Command::new("node")
+        .arg(sdk_example_server_js())
+        .arg("--oauth")
+        .env("MCP_PORT", port.to_string())
+        .env("MCP_AUTH_PORT", auth_port.to_string())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("node must be on PATH to run the SDK's example server");
+    let service = Service { child, port };
+    wait_for_port(port, "the SDK's example server");
+    wait_for_port(auth_port, "the SDK's example authorization server");
+    (service, auth_port)
+}
+
 /// server-everything over the legacy HTTP+SSE transport on a free loopback port (`/sse`).
 pub fn start_everything_sse() -> Service {
     let port = free_port();

@@ -1,0 +1,268 @@
+//! `toolsearch auth`: sign in to the OAuth-protected HTTP servers of a gateway config, see which
+//! are signed in, and sign out. The flows are the gateway crate's (`upstream::sign_in`); this
+//! module is the terminal around them: the page to open, the loopback address the browser comes
+//! back to, or the address pasted by hand on a machine without a browser.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use clap::{Args, Subcommand};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpListener;
+use toolsearch_gateway::config::{GatewayConfig, Transport};
+use toolsearch_gateway::upstream::sign_in::{self, SignInError, SignInStatus, TokenStore};
+
+use crate::bad_input::BadInput;
+
+#[derive(Subcommand)]
+pub enum AuthCommand {
+    /// Sign in to an HTTP server of the config that asks for OAuth sign-in: prints the page to
+    /// sign in on (and opens it when there is a browser), then waits for the browser to come
+    /// back to a loopback address, or for the address it ended on to be pasted here.
+    Login(LoginArgs),
+    /// Which HTTP servers of the config are signed in, and for how long their access tokens last.
+    Status(ConfigArgs),
+    /// Forget the tokens kept for a server.
+    Logout(LogoutArgs),
+}
+
+#[derive(Args)]
+pub struct ConfigArgs {
+    /// The gateway config whose servers to sign in to.
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+}
+
+#[derive(Args)]
+pub struct LoginArgs {
+    /// The server's name in the config's mcpServers.
+    server: String,
+    #[command(flatten)]
+    config: ConfigArgs,
+    /// The loopback port the browser is sent back to (0: any free port).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Do not try to open a browser; print the page's address only.
+    #[arg(long)]
+    no_browser: bool,
+}
+
+#[derive(Args)]
+pub struct LogoutArgs {
+    /// The server's name.
+    server: String,
+}
+
+pub fn run(command: AuthCommand) -> Result<()> {
+    let store = TokenStore::for_user()?;
+    match command {
+        AuthCommand::Login(args) => login(&store, args),
+        AuthCommand::Status(args) => status(&store, &args),
+        AuthCommand::Logout(args) => {
+            if store.remove(&args.server)? {
+                println!(
+                    "Signed out of `{}`: its tokens were removed from {}.",
+                    args.server,
+                    store.dir().display()
+                );
+            } else {
+                println!("`{}` was not signed in.", args.server);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// The URL of every HTTP server of the config, by name, in the config's order.
+fn http_servers(config: &GatewayConfig) -> Vec<(String, Result<String, String>)> {
+    config
+        .mcp_servers
+        .iter()
+        .filter_map(|(name, server)| match server.transport() {
+            Ok(Transport::StreamableHttp { url, .. } | Transport::Sse { url, .. }) => {
+                Some((name.to_string(), Ok(url)))
+            }
+            Ok(Transport::Stdio { .. }) => None,
+            Err(e) => server
+                .url
+                .is_some()
+                .then(|| (name.to_string(), Err(e.to_string()))),
+        })
+        .collect()
+}
+
+fn load(config: &ConfigArgs) -> Result<GatewayConfig> {
+    GatewayConfig::load(&config.config).map_err(|e| BadInput(e.to_string()).into())
+}
+
+fn login(store: &TokenStore, args: LoginArgs) -> Result<()> {
+    let config = load(&args.config)?;
+    let servers = http_servers(&config);
+    let url = match servers.iter().find(|(name, _)| *name == args.server) {
+        Some((_, Ok(url))) => url.clone(),
+        Some((_, Err(problem))) => {
+            return Err(BadInput(format!("server `{}` {problem}", args.server)).into())
+        }
+        None => {
+            let names: Vec<&str> = servers.iter().map(|(name, _)| name.as_str()).collect();
+            return Err(BadInput(format!(
+                "`{}` is not an HTTP server of {}; the HTTP servers there are: {}",
+                args.server,
+                args.config.config.display(),
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            ))
+            .into());
+        }
+    };
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+    runtime.block_on(async {
+        let listener = TcpListener::bind(("127.0.0.1", args.port))
+            .await
+            .with_context(|| format!("cannot listen on 127.0.0.1:{}", args.port))?;
+        let port = listener.local_addr()?.port();
+        let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+        let server = args.server.clone();
+        let show = |page: &str| {
+            println!("Sign in to `{server}` on this page:\n\n  {page}\n");
+            println!(
+                "Waiting for the browser to come back to {redirect_uri}; on a machine without a \
+                 browser, open the page elsewhere and paste here the address it ends on."
+            );
+            if !args.no_browser {
+                open_browser(page);
+            }
+        };
+        sign_in::sign_in(
+            store,
+            &args.server,
+            &url,
+            &redirect_uri,
+            show,
+            redirected(listener, port),
+        )
+        .await?;
+        anyhow::Ok(())
+    })?;
+    println!(
+        "Signed in to `{}`; its tokens are kept in {} (readable by you alone). A running gateway \
+         uses them when the server restarts: restart it from the console, or restart the gateway.",
+        args.server,
+        store.path(&args.server).display()
+    );
+    Ok(())
+}
+
+/// Opens `page` in the user's browser when the session has a display; silent otherwise.
+fn open_browser(page: &str) {
+    let opener = if cfg!(target_os = "macos") {
+        Some("open")
+    } else if std::env::var_os("DISPLAY").is_some() || std::env::var_os("WAYLAND_DISPLAY").is_some()
+    {
+        Some("xdg-open")
+    } else {
+        None
+    };
+    if let Some(opener) = opener {
+        let _ = std::process::Command::new(opener)
+            .arg(page)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+    }
+}
+
+/// The address the browser was sent back to: the first request for `/callback` on `listener`,
+/// or a line pasted on stdin holding `code=`, whichever comes first.
+async fn redirected(listener: TcpListener, port: u16) -> Result<String, SignInError> {
+    let pasted = async {
+        let mut lines = BufReader::new(tokio::io::stdin()).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let line = line.trim();
+            if line.starts_with("http") && line.contains("code=") {
+                return Some(line.to_string());
+            }
+            if !line.is_empty() {
+                println!("That is not the address the sign-in ended on (it holds `code=`); paste that one.");
+            }
+        }
+        None
+    };
+    let callback = async {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                continue;
+            };
+            let mut request = vec![0u8; 8192];
+            let read = stream.read(&mut request).await.unwrap_or(0);
+            let request = String::from_utf8_lossy(&request[..read]);
+            let target = request
+                .lines()
+                .next()
+                .and_then(|line| line.split_whitespace().nth(1))
+                .unwrap_or("/");
+            let (status, body) = if target.starts_with("/callback?") {
+                ("200 OK", "Signed in. You can close this page.")
+            } else {
+                ("404 Not Found", "Not the sign-in callback.")
+            };
+            let reply = format!(
+                "HTTP/1.1 {status}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            let _ = stream.write_all(reply.as_bytes()).await;
+            if target.starts_with("/callback?") {
+                return format!("http://127.0.0.1:{port}{target}");
+            }
+        }
+    };
+    tokio::select! {
+        url = callback => Ok(url),
+        Some(url) = pasted => Ok(url),
+    }
+}
+
+fn status(store: &TokenStore, args: &ConfigArgs) -> Result<()> {
+    let config = load(args)?;
+    let servers = http_servers(&config);
+    if servers.is_empty() {
+        println!(
+            "{} has no HTTP servers; stdio servers need no sign-in.",
+            args.config.display()
+        );
+        return Ok(());
+    }
+    for (name, url) in servers {
+        let said = match url {
+            Err(problem) => format!("cannot tell: the entry {problem}"),
+            Ok(url) => match store.status(&name, &url)? {
+                SignInStatus::SignedOut => "not signed in".to_string(),
+                SignInStatus::OtherUrl { url } => format!(
+                    "signed in for another address ({url}), so not used; run `toolsearch auth login {name}`"
+                ),
+                SignInStatus::SignedIn {
+                    expires_in,
+                    refreshable,
+                } => {
+                    let lasts = match expires_in {
+                        Some(0) => "the access token has expired".to_string(),
+                        Some(secs) => format!("the access token lasts {} more min", secs.div_ceil(60)),
+                        None => "the access token gave no expiry".to_string(),
+                    };
+                    let renew = if refreshable {
+                        "renewed when it runs out"
+                    } else {
+                        "sign in again when it runs out"
+                    };
+                    format!("signed in; {lasts}, {renew}")
+                }
+            },
+        };
+        println!("{name}: {said}");
+    }
+    Ok(())
+}

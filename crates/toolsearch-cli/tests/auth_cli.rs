@@ -1,0 +1,267 @@
+//! Sign-in to an OAuth-protected upstream, against the official TypeScript SDK's example server
+//! and its authorization server (an in-memory provider that approves at once): the gateway says
+//! the server needs sign-in; `toolsearch auth login` discovers, registers, and finishes when the
+//! browser (here, the test following the redirect) comes back; the running gateway then joins
+//! the server by itself, lists and calls its tools; a gateway started afresh uses the stored
+//! tokens; `auth status` and `auth logout` say and undo it. No token reaches the log, `/metrics`
+//! or the console. (The example provider cannot refresh a token, so renewal is not exercised
+//! here.)
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+use crate::peers::{self, toolsearch};
+
+/// A GET over a fresh connection to `url` (http://host:port/path), its redirect not followed:
+/// the status and the `Location` header.
+fn get(url: &str) -> (u16, Option<String>) {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let addr = host.replace("localhost", "127.0.0.1");
+    let mut stream = TcpStream::connect(&addr).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    let status = response.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let location = response
+        .lines()
+        .take_while(|line| !line.is_empty())
+        .find_map(|line| {
+            line.split_once(':')
+                .filter(|(name, _)| name.eq_ignore_ascii_case("location"))
+                .map(|(_, value)| value.trim().to_string())
+        });
+    (status, location)
+}
+
+fn upstream(addr: &str, name: &str) -> Value {
+    let (status, upstreams) = peers::http(addr, "GET", "/api/console/upstreams", None, None);
+    assert_eq!(status, 200, "{upstreams}");
+    upstreams
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no upstream `{name}`: {upstreams}"))
+}
+
+#[test]
+fn a_gateway_signs_in_to_an_oauth_server_and_joins_it() {
+    let dir = peers::scratch("auth-cli");
+    let (server, _auth_port) = peers::start_sdk_oauth_server();
+    let config = dir.file(
+        "gateway.toml",
+        &format!(
+            "[mcpServers.demo]\nurl = \"http://localhost:{}/mcp\"\n\n[supervisor]\ninitialBackoffMs = 50\n",
+            server.port
+        ),
+    );
+    let home = dir.join("config-home");
+    let auth = |args: &[&str]| {
+        let mut command = toolsearch();
+        command.env("XDG_CONFIG_HOME", &home).arg("auth").args(args);
+        if args[0] == "status" {
+            command.arg("--config").arg(&config);
+        }
+        let out = command.output().unwrap();
+        assert!(out.status.success(), "{}", peers::stderr_of(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+
+    // Before sign-in: a state that says what to run, not a failure loop.
+    let mut command = toolsearch();
+    command
+        .env("XDG_CONFIG_HOME", &home)
+        .env("RUST_LOG", "info")
+        .args(["serve", "--http", "127.0.0.1:0", "--config"])
+        .arg(&config);
+    let gateway = peers::spawn_listening(command);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let before = loop {
+        let state = upstream(&gateway.addr, "demo");
+        if state["state"] == "needs_authorization" || Instant::now() > deadline {
+            break state;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(before["state"], "needs_authorization", "{before}");
+    assert!(
+        before["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("run `toolsearch auth login demo`"),
+        "{before}"
+    );
+    assert!(auth(&["status"]).contains("demo: not signed in"));
+
+    // Sign in: the test is the browser.
+    let mut login = toolsearch()
+        .env("XDG_CONFIG_HOME", &home)
+        .args(["auth", "login", "demo", "--no-browser", "--config"])
+        .arg(&config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = BufReader::new(login.stdout.take().unwrap()).lines();
+    let page = said
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|line| {
+            line.trim()
+                .starts_with("http")
+                .then(|| line.trim().to_string())
+        })
+        .expect("the login prints the page to sign in on");
+    assert!(
+        page.contains("code_challenge_method=S256") && page.contains("resource="),
+        "PKCE and the resource parameter: {page}"
+    );
+    let (status, back) = get(&page);
+    assert_eq!(status, 302, "the provider approves at once");
+    let back = back.expect("the provider sends the browser back");
+    assert!(back.starts_with("http://127.0.0.1:"), "{back}");
+    assert_eq!(get(&back).0, 200);
+    let rest: Vec<String> = said.map_while(Result::ok).collect();
+    let status = login.wait().unwrap();
+    let mut errors = String::new();
+    login
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut errors)
+        .unwrap();
+    assert!(status.success(), "{rest:?} {errors}");
+    assert!(rest.join("\n").contains("Signed in to `demo`"), "{rest:?}");
+    assert!(auth(&["status"]).contains("demo: signed in"));
+
+    // The tokens: one file, the user's alone; their value never in what the gateway shows.
+    let files: Vec<_> = std::fs::read_dir(home.join("toolsearch/auth"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&files[0]).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let saved: Value = serde_json::from_str(&std::fs::read_to_string(&files[0]).unwrap()).unwrap();
+    let token = saved["credentials"]["token_response"]["access_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // The running gateway joins the server once the tokens exist, without a restart.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let after = loop {
+        let state = upstream(&gateway.addr, "demo");
+        if state["state"] == "ready" || Instant::now() > deadline {
+            break state;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(after["state"], "ready", "{after}");
+    let report = peers::run_client_at(
+        "mcp_client.py",
+        &gateway.url,
+        &json!([
+            {"op": "call", "name": "search_tools", "arguments": {"query": "greet someone by name"}},
+            {"op": "call", "name": "call_tool", "arguments": {"name": "demo___greet", "arguments": {"name": "Ada"}}}
+        ]),
+    );
+    let steps = report["steps"].as_array().unwrap();
+    assert!(
+        steps[0]["structured"]["tools"]
+            .to_string()
+            .contains("demo___greet"),
+        "{}",
+        steps[0]
+    );
+    assert!(steps[1].to_string().contains("Hello, Ada!"), "{}", steps[1]);
+    let (_, metrics) = peers::http_raw(&gateway.addr, "GET", "/metrics", None, None);
+    let (_, console) = peers::http_raw(&gateway.addr, "GET", "/api/console/upstreams", None, None);
+    for (what, text) in [
+        ("the log", gateway.log()),
+        ("/metrics", metrics),
+        ("the console", console),
+    ] {
+        assert!(!text.contains(&token), "{what} holds the access token");
+    }
+    drop(gateway);
+
+    // A gateway started afresh uses the stored tokens from its first start.
+    let restarted = |home: &std::path::Path| {
+        let mut command = toolsearch();
+        command
+            .env("XDG_CONFIG_HOME", home)
+            .args([
+                "serve",
+                "--wait-for-upstreams",
+                "--http",
+                "127.0.0.1:0",
+                "--config",
+            ])
+            .arg(&config);
+        peers::spawn_listening(command)
+    };
+    let again = restarted(&home);
+    assert_eq!(upstream(&again.addr, "demo")["state"], "ready");
+    drop(again);
+
+    // Signed out: the file is gone, and a new gateway needs sign-in again.
+    assert!(auth(&["logout", "demo"]).contains("Signed out of `demo`"));
+    assert!(auth(&["status"]).contains("demo: not signed in"));
+    assert!(!files[0].exists());
+    let signed_out = restarted(&home);
+    assert_eq!(
+        upstream(&signed_out.addr, "demo")["state"],
+        "needs_authorization"
+    );
+    drop(signed_out);
+
+    // Without a browser on this machine: the page is opened elsewhere, and the address it ends
+    // on is pasted into the terminal (the loopback listener never hears from the browser).
+    let mut login = toolsearch()
+        .env("XDG_CONFIG_HOME", &home)
+        .args(["auth", "login", "demo", "--no-browser", "--config"])
+        .arg(&config)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = BufReader::new(login.stdout.take().unwrap()).lines();
+    let page = said
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|line| {
+            line.trim()
+                .starts_with("http")
+                .then(|| line.trim().to_string())
+        })
+        .expect("the login prints the page to sign in on");
+    let (_, back) = get(&page);
+    let mut stdin = login.stdin.take().unwrap();
+    writeln!(stdin, "not an address").unwrap();
+    writeln!(stdin, "{}", back.unwrap()).unwrap();
+    let rest: Vec<String> = said.map_while(Result::ok).collect();
+    assert!(login.wait().unwrap().success(), "{rest:?}");
+    let rest = rest.join("\n");
+    assert!(
+        rest.contains("That is not the address") && rest.contains("Signed in to `demo`"),
+        "{rest}"
+    );
+    assert!(auth(&["status"]).contains("demo: signed in"));
+}
