@@ -265,3 +265,95 @@ fn a_gateway_signs_in_to_an_oauth_server_and_joins_it() {
     );
     assert!(auth(&["status"]).contains("demo: signed in"));
 }
+
+/// A POST of `body` (JSON) to `url`; the status and the body.
+fn post_json(url: &str, body: &Value) -> (u16, Value) {
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let (status, text) = peers::http_raw(
+        &host.replace("localhost", "127.0.0.1"),
+        "POST",
+        path,
+        None,
+        Some(&body.to_string()),
+    );
+    (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+}
+
+/// A service without dynamic registration is reached with the client registered beforehand
+/// (`oauth.clientId`): the sign-in page names that client and the sign-in completes; a
+/// `clientSecretEnv` that is unset stops the sign-in naming the variable.
+#[test]
+fn a_configured_client_signs_in_without_registering() {
+    let dir = peers::scratch("auth-cli-client");
+    let (server, auth_port) = peers::start_sdk_oauth_server();
+    let port = peers::free_port();
+    let redirect = format!("http://127.0.0.1:{port}/callback");
+    // Registered beforehand, as a user does on the service's developer page.
+    let (status, client) = post_json(
+        &format!("http://localhost:{auth_port}/register"),
+        &json!({"redirect_uris": [redirect], "client_name": "registered by hand",
+                "token_endpoint_auth_method": "none"}),
+    );
+    assert_eq!(status, 201, "{client}");
+    let client_id = client["client_id"].as_str().unwrap().to_string();
+    let config = dir.file(
+        "gateway.toml",
+        &format!(
+            "[mcpServers.demo]\nurl = \"http://localhost:{}/mcp\"\noauth = {{ clientId = \"{client_id}\", scopes = [\"mcp:tools\"] }}\n\n\
+             [mcpServers.secret]\nurl = \"http://localhost:{}/mcp\"\noauth = {{ clientId = \"{client_id}\", clientSecretEnv = \"TS_UNSET_CLIENT_SECRET\" }}\n",
+            server.port, server.port
+        ),
+    );
+    let home = dir.join("config-home");
+    let mut login = toolsearch()
+        .env("XDG_CONFIG_HOME", &home)
+        .args([
+            "auth",
+            "login",
+            "demo",
+            "--no-browser",
+            "--port",
+            &port.to_string(),
+            "--config",
+        ])
+        .arg(&config)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut said = BufReader::new(login.stdout.take().unwrap()).lines();
+    let page = said
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|line| {
+            line.trim()
+                .starts_with("http")
+                .then(|| line.trim().to_string())
+        })
+        .expect("the login prints the page to sign in on");
+    assert!(
+        page.contains(&format!("client_id={client_id}")) && page.contains("scope=mcp%3Atools"),
+        "{page}"
+    );
+    let (_, back) = get(&page);
+    assert_eq!(get(&back.unwrap()).0, 200);
+    let rest: Vec<String> = said.map_while(Result::ok).collect();
+    assert!(login.wait().unwrap().success(), "{rest:?}");
+
+    let out = toolsearch()
+        .env("XDG_CONFIG_HOME", &home)
+        .env_remove("TS_UNSET_CLIENT_SECRET")
+        .args(["auth", "login", "secret", "--no-browser", "--config"])
+        .arg(&config)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let error = peers::stderr_of(&out);
+    assert!(
+        error.contains("`TS_UNSET_CLIENT_SECRET`") && error.contains("server `secret`"),
+        "{error}"
+    );
+}

@@ -297,6 +297,8 @@ pub struct ServerConfig {
     pub disabled: bool,
     /// Which of the gateway's environment variables a stdio server inherits (`inheritEnv`).
     pub inherit_env: InheritEnv,
+    /// How `toolsearch auth login` signs in to an HTTP server (`oauth`).
+    pub oauth: Option<OAuthSettings>,
     /// Set by [`GatewayConfig::load`] when `cwd` was written relative: the folder is created when
     /// missing, so that a config can name a folder beside itself that a fresh checkout lacks.
     pub create_cwd: bool,
@@ -379,6 +381,7 @@ pub const SERVER_KEYS: &[&str] = &[
     "headers",
     "disabled",
     "inheritEnv",
+    "oauth",
 ];
 
 /// A server entry as written; unknown keys are errors (see [`FOREIGN_SERVER_KEYS`]).
@@ -401,6 +404,8 @@ struct RawServerEntry {
     disabled: bool,
     #[serde(default)]
     inherit_env: InheritEnv,
+    #[serde(default)]
+    oauth: Option<OAuthSettings>,
     // FOREIGN_SERVER_KEYS, each read and dropped.
     #[serde(default)]
     auto_approve: de::IgnoredAny,
@@ -442,11 +447,26 @@ impl From<RawServerEntry> for ServerConfig {
             headers: raw.headers,
             disabled: raw.disabled,
             inherit_env: raw.inherit_env,
+            oauth: raw.oauth,
             create_cwd: false,
             withheld_env: Vec::new(),
             refusal: None,
         }
     }
+}
+
+/// An entry's `oauth` table: for a service without dynamic client registration, the client
+/// registered with it beforehand; and the scopes to ask for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OAuthSettings {
+    /// The client's id, as the service issued it.
+    pub client_id: Option<String>,
+    /// The variable of the environment holding the client's secret (a confidential client).
+    pub client_secret_env: Option<String>,
+    /// Scopes to ask for; by default those the server's challenge or metadata name.
+    #[serde(default)]
+    pub scopes: Vec<String>,
 }
 
 /// How the gateway talks to one upstream.
@@ -1755,6 +1775,28 @@ mod tests {
     }
     fn json(text: &str) -> Result<GatewayConfig, ConfigError> {
         GatewayConfig::parse(text, Format::Json, "claude_desktop_config.json")
+    }
+
+    /// An entry's `oauth` table: the client registered beforehand, its secret's variable, the
+    /// scopes; a misspelt key in it is an error naming it.
+    #[test]
+    fn an_entry_names_its_oauth_client_and_scopes() {
+        let config = toml(
+            "[mcpServers.gh]\nurl = \"https://x/mcp\"\noauth = { clientId = \"abc\", clientSecretEnv = \"GH_SECRET\", scopes = [\"repo\"] }\n",
+        )
+        .unwrap();
+        assert_eq!(
+            config.mcp_servers.get("gh").unwrap().oauth,
+            Some(OAuthSettings {
+                client_id: Some("abc".into()),
+                client_secret_env: Some("GH_SECRET".into()),
+                scopes: vec!["repo".into()],
+            })
+        );
+        let err =
+            toml("[mcpServers.gh]\nurl = \"https://x/mcp\"\noauth = { clientID = \"abc\" }\n")
+                .unwrap_err();
+        assert!(err.to_string().contains("clientID"), "{err}");
     }
 
     #[test]

@@ -98,6 +98,10 @@ fn load(config: &ConfigArgs) -> Result<GatewayConfig> {
 fn login(store: &TokenStore, args: LoginArgs) -> Result<()> {
     let config = load(&args.config)?;
     let servers = http_servers(&config);
+    let settings = config
+        .mcp_servers
+        .get(&args.server)
+        .and_then(|server| server.oauth.clone());
     let url = match servers.iter().find(|(name, _)| *name == args.server) {
         Some((_, Ok(url))) => url.clone(),
         Some((_, Err(problem))) => {
@@ -140,6 +144,7 @@ fn login(store: &TokenStore, args: LoginArgs) -> Result<()> {
             store,
             &args.server,
             &url,
+            settings.as_ref(),
             &redirect_uri,
             show,
             redirected(listener, port),

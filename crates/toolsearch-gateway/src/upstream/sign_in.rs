@@ -18,6 +18,8 @@ use rmcp::transport::auth::{
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::config::OAuthSettings;
+
 /// The client name an authorization server shows on its consent page.
 const CLIENT_NAME: &str = "toolsearch";
 
@@ -45,8 +47,8 @@ pub enum SignInError {
     #[error("the sign-in of `{server}` has expired and cannot be renewed; run `toolsearch auth login {server}`")]
     Expired { server: String },
 
-    #[error("no redirect arrived: {0}")]
-    NoRedirect(String),
+    #[error("`oauth.clientSecretEnv` of server `{server}` names `{variable}`, which is not set; set it where you run the sign-in")]
+    SecretUnset { server: String, variable: String },
 }
 
 impl SignInError {
@@ -312,13 +314,14 @@ async fn manager(
 }
 
 /// Signs in to `server` at `url`: discovers its authorization server, registers this client
-/// (or reuses the registration kept from a previous sign-in), hands the page to sign in on to
-/// `show`, waits for `redirect` to give the URL the browser was sent back to (with the code),
-/// exchanges the code and keeps the tokens.
+/// (dynamically, unless `settings` name a client registered beforehand), hands the page to sign
+/// in on to `show`, waits for `redirect` to give the URL the browser was sent back to (with the
+/// code), exchanges the code and keeps the tokens.
 pub async fn sign_in<F>(
     store: &TokenStore,
     server: &str,
     url: &str,
+    settings: Option<&OAuthSettings>,
     redirect_uri: &str,
     show: impl FnOnce(&str),
     redirect: F,
@@ -326,12 +329,10 @@ pub async fn sign_in<F>(
 where
     F: std::future::Future<Output = Result<String, SignInError>>,
 {
+    let request = authorization_request(server, redirect_uri, settings)?;
     let mut state = OAuthState::Unauthorized(manager(store, server, url).await?);
     let oauth = |e| SignInError::oauth(url, e);
-    state
-        .start_authorization(AuthorizationRequest::new(redirect_uri).with_client_name(CLIENT_NAME))
-        .await
-        .map_err(oauth)?;
+    state.start_authorization(request).await.map_err(oauth)?;
     let page = state.get_authorization_url().await.map_err(oauth)?;
     show(&page);
     let redirected = redirect.await?;
@@ -340,6 +341,36 @@ where
         .await
         .map_err(oauth)?;
     Ok(())
+}
+
+/// What the sign-in asks for: the client (registered dynamically, or the configured one with
+/// its secret from the environment) and the scopes (the configured ones, else the server's).
+fn authorization_request(
+    server: &str,
+    redirect_uri: &str,
+    settings: Option<&OAuthSettings>,
+) -> Result<AuthorizationRequest, SignInError> {
+    let mut request = AuthorizationRequest::new(redirect_uri).with_client_name(CLIENT_NAME);
+    let Some(settings) = settings else {
+        return Ok(request);
+    };
+    if let Some(client_id) = &settings.client_id {
+        request = request.with_preregistered_client(client_id.clone());
+    }
+    if let Some(variable) = &settings.client_secret_env {
+        let secret = std::env::var(variable)
+            .ok()
+            .filter(|v| !v.is_empty())
+            .ok_or_else(|| SignInError::SecretUnset {
+                server: server.to_string(),
+                variable: variable.clone(),
+            })?;
+        request = request.with_client_secret(secret);
+    }
+    if !settings.scopes.is_empty() {
+        request = request.with_scopes(settings.scopes.iter().cloned());
+    }
+    Ok(request)
 }
 
 /// The access token kept for `server` at `url`, renewed first when it is about to expire;
