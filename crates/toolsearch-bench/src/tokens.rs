@@ -61,32 +61,24 @@ pub fn run(args: TokensArgs) -> Result<()> {
         None => GatewayConfig::default(),
     };
     let surface = Surface::of_config(&config);
+    let cost = |preset, with_payload| {
+        payload::preset_cost(
+            &engine,
+            &surface,
+            preset,
+            format,
+            &args.query,
+            &Scope::all(),
+            &counter,
+            with_payload,
+        )
+    };
     let presets = Preset::ALL
         .into_iter()
-        .map(|preset| {
-            payload::preset_cost(
-                &engine,
-                &surface,
-                preset,
-                format,
-                &args.query,
-                &Scope::all(),
-                &counter,
-                false,
-            )
-        })
+        .map(|preset| cost(preset, false))
         .collect::<Result<Vec<_>, _>>()?;
     let preset = config.disclosure_config().preset;
-    let first = payload::preset_cost(
-        &engine,
-        &surface,
-        preset,
-        format,
-        &args.query,
-        &Scope::all(),
-        &counter,
-        true,
-    )?;
+    let first = cost(preset, true)?;
     let first_list = first
         .payload
         .as_ref()

@@ -42,16 +42,64 @@ fn get(url: &str) -> (u16, Option<String>) {
     (status, location)
 }
 
+/// A running `toolsearch auth login SERVER --no-browser` (with `extra` arguments), its stdin
+/// piped or closed: the process, the rest of what it prints, and the page it said to open.
+struct Login {
+    process: std::process::Child,
+    said: std::io::Lines<BufReader<std::process::ChildStdout>>,
+    page: String,
+}
+
+impl Login {
+    fn start(
+        home: &std::path::Path,
+        config: &std::path::Path,
+        server: &str,
+        extra: &[&str],
+        stdin: Stdio,
+    ) -> Self {
+        let mut process = toolsearch()
+            .env("XDG_CONFIG_HOME", home)
+            .args(["auth", "login", server, "--no-browser"])
+            .args(extra)
+            .arg("--config")
+            .arg(config)
+            .stdin(stdin)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut said = BufReader::new(process.stdout.take().unwrap()).lines();
+        let page = said
+            .by_ref()
+            .map_while(Result::ok)
+            .find_map(|line| {
+                line.trim()
+                    .starts_with("http")
+                    .then(|| line.trim().to_string())
+            })
+            .expect("the login prints the page to sign in on");
+        Self {
+            process,
+            said,
+            page,
+        }
+    }
+
+    /// Waits for the end: whether it succeeded, and what it printed after the page.
+    fn finish(mut self) -> (bool, String) {
+        let rest: Vec<String> = self.said.by_ref().map_while(Result::ok).collect();
+        let mut errors = String::new();
+        if let Some(mut stderr) = self.process.stderr.take() {
+            stderr.read_to_string(&mut errors).unwrap();
+        }
+        let ok = self.process.wait().unwrap().success();
+        (ok, format!("{}\n{errors}", rest.join("\n")))
+    }
+}
+
 fn upstream(addr: &str, name: &str) -> Value {
-    let (status, upstreams) = peers::http(addr, "GET", "/api/console/upstreams", None, None);
-    assert_eq!(status, 200, "{upstreams}");
-    upstreams
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["name"] == name)
-        .cloned()
-        .unwrap_or_else(|| panic!("no upstream `{name}`: {upstreams}"))
+    peers::upstream_view(addr, name)
 }
 
 #[test]
@@ -104,25 +152,8 @@ fn a_gateway_signs_in_to_an_oauth_server_and_joins_it() {
     assert!(auth(&["status"]).contains("demo: not signed in"));
 
     // Sign in: the test is the browser.
-    let mut login = toolsearch()
-        .env("XDG_CONFIG_HOME", &home)
-        .args(["auth", "login", "demo", "--no-browser", "--config"])
-        .arg(&config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut said = BufReader::new(login.stdout.take().unwrap()).lines();
-    let page = said
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|line| {
-            line.trim()
-                .starts_with("http")
-                .then(|| line.trim().to_string())
-        })
-        .expect("the login prints the page to sign in on");
+    let login = Login::start(&home, &config, "demo", &[], Stdio::null());
+    let page = login.page.clone();
     assert!(
         page.contains("code_challenge_method=S256") && page.contains("resource="),
         "PKCE and the resource parameter: {page}"
@@ -132,17 +163,8 @@ fn a_gateway_signs_in_to_an_oauth_server_and_joins_it() {
     let back = back.expect("the provider sends the browser back");
     assert!(back.starts_with("http://127.0.0.1:"), "{back}");
     assert_eq!(get(&back).0, 200);
-    let rest: Vec<String> = said.map_while(Result::ok).collect();
-    let status = login.wait().unwrap();
-    let mut errors = String::new();
-    login
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut errors)
-        .unwrap();
-    assert!(status.success(), "{rest:?} {errors}");
-    assert!(rest.join("\n").contains("Signed in to `demo`"), "{rest:?}");
+    let (ok, said) = login.finish();
+    assert!(ok && said.contains("Signed in to `demo`"), "{said}");
     assert!(auth(&["status"]).contains("demo: signed in"));
 
     // The tokens: one file, the user's alone; their value never in what the gateway shows.
@@ -233,35 +255,16 @@ fn a_gateway_signs_in_to_an_oauth_server_and_joins_it() {
 
     // Without a browser on this machine: the page is opened elsewhere, and the address it ends
     // on is pasted into the terminal (the loopback listener never hears from the browser).
-    let mut login = toolsearch()
-        .env("XDG_CONFIG_HOME", &home)
-        .args(["auth", "login", "demo", "--no-browser", "--config"])
-        .arg(&config)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut said = BufReader::new(login.stdout.take().unwrap()).lines();
-    let page = said
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|line| {
-            line.trim()
-                .starts_with("http")
-                .then(|| line.trim().to_string())
-        })
-        .expect("the login prints the page to sign in on");
+    let mut login = Login::start(&home, &config, "demo", &[], Stdio::piped());
+    let page = login.page.clone();
     let (_, back) = get(&page);
-    let mut stdin = login.stdin.take().unwrap();
+    let mut stdin = login.process.stdin.take().unwrap();
     writeln!(stdin, "not an address").unwrap();
     writeln!(stdin, "{}", back.unwrap()).unwrap();
-    let rest: Vec<String> = said.map_while(Result::ok).collect();
-    assert!(login.wait().unwrap().success(), "{rest:?}");
-    let rest = rest.join("\n");
+    let (ok, said) = login.finish();
     assert!(
-        rest.contains("That is not the address") && rest.contains("Signed in to `demo`"),
-        "{rest}"
+        ok && said.contains("That is not the address") && said.contains("Signed in to `demo`"),
+        "{said}"
     );
     assert!(auth(&["status"]).contains("demo: signed in"));
 }
@@ -306,41 +309,23 @@ fn a_configured_client_signs_in_without_registering() {
         ),
     );
     let home = dir.join("config-home");
-    let mut login = toolsearch()
-        .env("XDG_CONFIG_HOME", &home)
-        .args([
-            "auth",
-            "login",
-            "demo",
-            "--no-browser",
-            "--port",
-            &port.to_string(),
-            "--config",
-        ])
-        .arg(&config)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut said = BufReader::new(login.stdout.take().unwrap()).lines();
-    let page = said
-        .by_ref()
-        .map_while(Result::ok)
-        .find_map(|line| {
-            line.trim()
-                .starts_with("http")
-                .then(|| line.trim().to_string())
-        })
-        .expect("the login prints the page to sign in on");
+    let port_arg = port.to_string();
+    let login = Login::start(
+        &home,
+        &config,
+        "demo",
+        &["--port", &port_arg],
+        Stdio::null(),
+    );
+    let page = login.page.clone();
     assert!(
         page.contains(&format!("client_id={client_id}")) && page.contains("scope=mcp%3Atools"),
         "{page}"
     );
     let (_, back) = get(&page);
     assert_eq!(get(&back.unwrap()).0, 200);
-    let rest: Vec<String> = said.map_while(Result::ok).collect();
-    assert!(login.wait().unwrap().success(), "{rest:?}");
+    let (ok, said) = login.finish();
+    assert!(ok, "{said}");
 
     let out = toolsearch()
         .env("XDG_CONFIG_HOME", &home)
@@ -356,4 +341,97 @@ fn a_configured_client_signs_in_without_registering() {
         error.contains("`TS_UNSET_CLIENT_SECRET`") && error.contains("server `secret`"),
         "{error}"
     );
+}
+
+/// The console signs in too: its "sign in" action answers the page to open, the browser comes
+/// back to the gateway's own `/oauth/callback`, and the server joins; that address completes a
+/// sign-in once, and only one the console started. The console also restarts a server.
+#[test]
+fn the_console_signs_in_to_a_server_in_the_browser() {
+    let dir = peers::scratch("auth-cli-console");
+    let (server, _auth_port) = peers::start_sdk_oauth_server();
+    let config = dir.file(
+        "gateway.toml",
+        &format!(
+            "[mcpServers.demo]\nurl = \"http://localhost:{}/mcp\"\n",
+            server.port
+        ),
+    );
+    let home = dir.join("config-home");
+    let mut command = toolsearch();
+    command
+        .env("XDG_CONFIG_HOME", &home)
+        .args([
+            "serve",
+            "--wait-for-upstreams",
+            "--http",
+            "127.0.0.1:0",
+            "--config",
+        ])
+        .arg(&config);
+    let gateway = peers::spawn_listening(command);
+    let addr = gateway.addr.clone();
+    assert_eq!(upstream(&addr, "demo")["state"], "needs_authorization");
+
+    let (status, answer) = peers::http(
+        &addr,
+        "POST",
+        "/api/console/upstreams/demo/sign-in",
+        None,
+        None,
+    );
+    assert_eq!(status, 200, "{answer}");
+    let page = answer["page"].as_str().unwrap();
+    let callback = format!(
+        "http%3A%2F%2F{}%2Foauth%2Fcallback",
+        addr.replace(':', "%3A")
+    );
+    assert!(page.contains(&callback), "{page}");
+    let (status, back) = get(page);
+    assert_eq!(status, 302);
+    let back = back.unwrap();
+    let (status, body) = peers::http_raw(
+        &addr,
+        "GET",
+        back.trim_start_matches(&format!("http://{addr}")),
+        None,
+        None,
+    );
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Signed in to `demo`"), "{body}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while upstream(&addr, "demo")["state"] != "ready" {
+        assert!(Instant::now() < deadline, "{}", upstream(&addr, "demo"));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // The same address again, or one the console never gave: nothing to complete.
+    let (status, body) = peers::http_raw(
+        &addr,
+        "GET",
+        back.trim_start_matches(&format!("http://{addr}")),
+        None,
+        None,
+    );
+    assert_eq!(status, 400, "{body}");
+    assert!(
+        body.contains("No sign-in of this console is waiting"),
+        "{body}"
+    );
+
+    let (status, _) = peers::http_raw(
+        &addr,
+        "POST",
+        "/api/console/upstreams/demo/restart",
+        None,
+        None,
+    );
+    assert_eq!(status, 202);
+    let (status, body) = peers::http_raw(
+        &addr,
+        "POST",
+        "/api/console/upstreams/nosuch/restart",
+        None,
+        None,
+    );
+    assert_eq!(status, 404, "{body}");
 }

@@ -1102,16 +1102,7 @@ impl GatewayIn {
 
     /// The console's view of one upstream.
     fn upstream(&self, name: &str) -> Value {
-        let (status, upstreams) =
-            peers::http(&self.addr(), "GET", "/api/console/upstreams", None, None);
-        assert_eq!(status, 200, "{upstreams}");
-        upstreams
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|u| u["name"] == name)
-            .cloned()
-            .unwrap_or_else(|| panic!("no upstream {name}: {upstreams}"))
+        peers::upstream_view(&self.addr(), name)
     }
 }
 

@@ -26,6 +26,8 @@ use crate::payload::{self, Counter, ProviderFormat};
 use crate::rest::{require_token, ApiError, ApiTokens, Grant};
 use crate::upstream::state::ServerState;
 
+mod actions;
+
 const INDEX_HTML: &str = include_str!("console/index.html");
 
 pub const CONSOLE_PATH: &str = "/";
@@ -34,6 +36,7 @@ pub const METRICS_PATH: &str = "/metrics";
 /// The console's page, its JSON routes and `/metrics`; every route but the page takes a token when
 /// tokens are configured.
 pub fn routes(gateway: Arc<Gateway>, tokens: Arc<ApiTokens>) -> Router {
+    let actions = actions::Actions::new(gateway.clone());
     let guarded = Router::new()
         .route(METRICS_PATH, get(metrics))
         .route("/api/console/overview", get(overview))
@@ -42,11 +45,32 @@ pub fn routes(gateway: Arc<Gateway>, tokens: Arc<ApiTokens>) -> Router {
         .route("/api/console/search", post(search))
         .route("/api/console/payload", get(payload_view))
         .route("/api/console/searches", get(searches))
-        .route_layer(middleware::from_fn_with_state(tokens, require_token))
+        .route_layer(middleware::from_fn_with_state(
+            tokens.clone(),
+            require_token,
+        ))
         .with_state(gateway);
+    let guarded_actions = Router::new()
+        .route(
+            "/api/console/upstreams/{name}/restart",
+            post(actions::restart),
+        )
+        .route(
+            "/api/console/upstreams/{name}/sign-in",
+            post(actions::sign_in),
+        )
+        .route_layer(middleware::from_fn_with_state(tokens, require_token))
+        .with_state(actions.clone());
+    // The browser comes back from a sign-in page without a token; the route completes only a
+    // sign-in an operator started, by its unguessable state.
+    let callback = Router::new()
+        .route(actions::CALLBACK_PATH, get(actions::callback))
+        .with_state(actions);
     Router::new()
         .route(CONSOLE_PATH, get(|| async { Html(INDEX_HTML) }))
         .merge(guarded)
+        .merge(guarded_actions)
+        .merge(callback)
 }
 
 /// `/metrics`: everything to a token that sees every tool (the operator's), only the series of

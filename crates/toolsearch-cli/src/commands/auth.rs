@@ -154,7 +154,7 @@ fn login(store: &TokenStore, args: LoginArgs) -> Result<()> {
     })?;
     println!(
         "Signed in to `{}`; its tokens are kept in {} (readable by you alone). A running gateway \
-         uses them when the server restarts: restart it from the console, or restart the gateway.",
+         of yours joins the server within a second; one started later uses them from the start.",
         args.server,
         store.path(&args.server).display()
     );

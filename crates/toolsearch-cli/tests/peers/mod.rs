@@ -429,6 +429,19 @@ pub fn http(
     )
 }
 
+/// The console's view of the upstream `name` of the gateway at `addr` (no token).
+pub fn upstream_view(addr: &str, name: &str) -> Value {
+    let (status, upstreams) = http(addr, "GET", "/api/console/upstreams", None, None);
+    assert_eq!(status, 200, "{upstreams}");
+    upstreams
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["name"] == name)
+        .cloned()
+        .unwrap_or_else(|| panic!("no upstream {name}: {upstreams}"))
+}
+
 /// Waits until the gateway at `addr` has finished with the embedding model (every tool embedded,
 /// or no model to be had); returns its `/api/status` search section.
 pub fn wait_for_search(addr: &str) -> Value {

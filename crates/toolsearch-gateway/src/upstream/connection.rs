@@ -392,7 +392,7 @@ impl CredentialsRefused {
                 "answered 401 Unauthorized: the server wants credentials; give them {HEADERS}, then restart the server from the console or restart the gateway"
             ),
             CredentialsRefused::Missing { oauth: true } => format!(
-                "answered 401 Unauthorized: server `{server}` needs sign-in; run `toolsearch auth login {server}`, then restart the server from the console or restart the gateway (or give a token the service issues for API access {HEADERS})"
+                "answered 401 Unauthorized: server `{server}` needs sign-in; run `toolsearch auth login {server}`, or use \"Sign in\" in the console, and it joins as soon as the tokens are kept (or give a token the service issues for API access {HEADERS})"
             ),
             CredentialsRefused::LacksScope { scope } => {
                 let mut said = "answered 403 Forbidden: the credentials lack a permission".to_string();

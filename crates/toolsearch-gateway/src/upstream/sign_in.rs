@@ -329,18 +329,73 @@ pub async fn sign_in<F>(
 where
     F: std::future::Future<Output = Result<String, SignInError>>,
 {
-    let request = authorization_request(server, redirect_uri, settings)?;
-    let mut state = OAuthState::Unauthorized(manager(store, server, url).await?);
-    let oauth = |e| SignInError::oauth(url, e);
-    state.start_authorization(request).await.map_err(oauth)?;
-    let page = state.get_authorization_url().await.map_err(oauth)?;
-    show(&page);
+    let pending = PendingSignIn::begin(store, server, url, settings, redirect_uri).await?;
+    show(pending.page());
     let redirected = redirect.await?;
-    state
-        .handle_callback_url(&redirected)
-        .await
-        .map_err(oauth)?;
-    Ok(())
+    pending.finish(&redirected).await
+}
+
+/// A sign-in whose page is open, waiting for the browser to come back.
+pub struct PendingSignIn {
+    state: OAuthState,
+    page: String,
+    url: String,
+}
+
+impl std::fmt::Debug for PendingSignIn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingSignIn")
+            .field("url", &self.url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PendingSignIn {
+    /// Discovers, registers, and makes the page to sign in on, which sends the browser back to
+    /// `redirect_uri`.
+    pub async fn begin(
+        store: &TokenStore,
+        server: &str,
+        url: &str,
+        settings: Option<&OAuthSettings>,
+        redirect_uri: &str,
+    ) -> Result<Self, SignInError> {
+        let request = authorization_request(server, redirect_uri, settings)?;
+        let mut state = OAuthState::Unauthorized(manager(store, server, url).await?);
+        let oauth = |e| SignInError::oauth(url, e);
+        state.start_authorization(request).await.map_err(oauth)?;
+        let page = state.get_authorization_url().await.map_err(oauth)?;
+        Ok(Self {
+            state,
+            page,
+            url: url.to_string(),
+        })
+    }
+
+    /// The page to sign in on.
+    pub fn page(&self) -> &str {
+        &self.page
+    }
+
+    /// The page's `state` parameter, which the browser brings back: what a callback is matched
+    /// by.
+    pub fn key(&self) -> Option<String> {
+        url::Url::parse(&self.page)
+            .ok()?
+            .query_pairs()
+            .find(|(name, _)| name == "state")
+            .map(|(_, value)| value.into_owned())
+    }
+
+    /// Exchanges the code of `redirected` (the address the browser came back to) and keeps the
+    /// tokens.
+    pub async fn finish(mut self, redirected: &str) -> Result<(), SignInError> {
+        let url = self.url.clone();
+        self.state
+            .handle_callback_url(redirected)
+            .await
+            .map_err(|e| SignInError::oauth(&url, e))
+    }
 }
 
 /// What the sign-in asks for: the client (registered dynamically, or the configured one with
