@@ -242,6 +242,25 @@ fn a_gateway_signs_in_to_an_oauth_server_and_joins_it() {
     assert_eq!(upstream(&again.addr, "demo")["state"], "ready");
     drop(again);
 
+    // A token past its end that cannot be renewed (this provider gives no refresh token): the
+    // server needs sign-in again, and says so.
+    let kept = std::fs::read_to_string(&files[0]).unwrap();
+    let mut expired: Value = serde_json::from_str(&kept).unwrap();
+    expired["credentials"]["token_received_at"] = json!(1);
+    std::fs::write(&files[0], expired.to_string()).unwrap();
+    let stale = restarted(&home);
+    let state = upstream(&stale.addr, "demo");
+    assert_eq!(state["state"], "needs_authorization", "{state}");
+    assert!(
+        state["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("has expired and cannot be renewed; run `toolsearch auth login demo`"),
+        "{state}"
+    );
+    drop(stale);
+    std::fs::write(&files[0], kept).unwrap();
+
     // Signed out: the file is gone, and a new gateway needs sign-in again.
     assert!(auth(&["logout", "demo"]).contains("Signed out of `demo`"));
     assert!(auth(&["status"]).contains("demo: not signed in"));

@@ -478,6 +478,10 @@ pub(crate) struct Connection {
     pub(crate) stderr: StderrTail,
     /// Calls posted by the gateway itself, for a Streamable HTTP server.
     pub(crate) http_calls: Option<Arc<HttpCalls>>,
+    /// When to connect again because of the sign-in's access token in the headers: shortly
+    /// before it expires (the new connection carries a renewed one), or at its end when it
+    /// cannot be renewed.
+    pub(crate) renew_at: Option<tokio::time::Instant>,
 }
 
 /// Starts (stdio) or reaches (HTTP) the server and runs the MCP initialize handshake.
@@ -524,42 +528,57 @@ pub(crate) async fn connect(
             headers,
             shown_url,
         } => {
-            let headers = with_sign_in(server, url, headers).await?;
-            connect_http(client, url, &headers, shown_url).await
+            let (headers, renew_at) = with_sign_in(server, url, headers).await?;
+            let connection = connect_http(client, url, &headers, shown_url).await?;
+            Ok(Connection {
+                renew_at,
+                ..connection
+            })
         }
         ServerTransport::Sse {
             url,
             headers,
             shown_url,
         } => {
-            let headers = with_sign_in(server, url, headers).await?;
-            connect_sse(client, url, &headers, shown_url).await
+            let (headers, renew_at) = with_sign_in(server, url, headers).await?;
+            let connection = connect_sse(client, url, &headers, shown_url).await?;
+            Ok(Connection {
+                renew_at,
+                ..connection
+            })
         }
     }
 }
 
 /// `headers` with the access token of the user's sign-in to `server` at `url`, when there is
-/// one and the entry gives no `Authorization` of its own.
+/// one and the entry gives no `Authorization` of its own; and when that token must be renewed.
 async fn with_sign_in(
     server: &str,
     url: &str,
     headers: &BTreeMap<String, String>,
-) -> Result<BTreeMap<String, String>, UpstreamError> {
+) -> Result<(BTreeMap<String, String>, Option<tokio::time::Instant>), UpstreamError> {
     let mut headers = headers.clone();
     if headers
         .keys()
         .any(|name| name.eq_ignore_ascii_case("authorization"))
     {
-        return Ok(headers);
+        return Ok((headers, None));
     }
     // Without a config folder there is no sign-in to use.
     let Ok(store) = crate::upstream::sign_in::TokenStore::for_user() else {
-        return Ok(headers);
+        return Ok((headers, None));
     };
-    if let Some(token) = crate::upstream::sign_in::access_token(&store, server, url).await? {
-        headers.insert("Authorization".to_string(), format!("Bearer {token}"));
-    }
-    Ok(headers)
+    let Some(token) = crate::upstream::sign_in::access_token(&store, server, url).await? else {
+        return Ok((headers, None));
+    };
+    headers.insert(
+        "Authorization".to_string(),
+        format!("Bearer {}", token.secret),
+    );
+    let renew_at = token
+        .reconnect_in
+        .map(|after| tokio::time::Instant::now() + after);
+    Ok((headers, renew_at))
 }
 
 /// Starts a stdio server from `cmd` (its environment and folder set) in a process group of its
@@ -593,6 +612,7 @@ async fn connect_stdio(
             pid,
             stderr: tail,
             http_calls: None,
+            renew_at: None,
         }),
         Err(source) => Err(UpstreamError::Handshake {
             command: command.to_string(),
@@ -653,6 +673,7 @@ async fn connect_http(
                 pid: None,
                 stderr: StderrTail::default(),
                 http_calls: Some(Arc::new(calls)),
+                renew_at: None,
             })
         }
         Err(source) => Err(match credentials_refused(&source) {
@@ -706,6 +727,7 @@ async fn connect_sse(
                 pid: None,
                 stderr: StderrTail::default(),
                 http_calls: None,
+                renew_at: None,
             })
         }
         Err(source) => Err(failed(&source)),

@@ -428,13 +428,43 @@ fn authorization_request(
     Ok(request)
 }
 
+/// How long before its expiry a renewable access token is renewed.
+pub const RENEW_BEFORE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// An access token, and when the connection that carries it must be made again: shortly
+/// before it expires when it can be renewed (the new connection carries the renewed one), at
+/// its expiry when it cannot (the server then needs sign-in again).
+pub struct AccessToken {
+    pub secret: String,
+    pub reconnect_in: Option<std::time::Duration>,
+}
+
+/// When to connect again with a token that has `left` to live.
+pub fn reconnect_in(left: std::time::Duration, renewable: bool) -> std::time::Duration {
+    let at = if renewable {
+        left.saturating_sub(RENEW_BEFORE)
+    } else {
+        left
+    };
+    // Never a tight loop, whatever the server's clock says.
+    at.max(std::time::Duration::from_secs(5))
+}
+
+impl std::fmt::Debug for AccessToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AccessToken")
+            .field("reconnect_in", &self.reconnect_in)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The access token kept for `server` at `url`, renewed first when it is about to expire;
 /// `None` when the user never signed in to it (or signed in to another URL).
 pub async fn access_token(
     store: &TokenStore,
     server: &str,
     url: &str,
-) -> Result<Option<String>, SignInError> {
+) -> Result<Option<AccessToken>, SignInError> {
     if !matches!(store.status(server, url)?, SignInStatus::SignedIn { .. }) {
         return Ok(None);
     }
@@ -443,8 +473,42 @@ pub async fn access_token(
     if !manager.initialize_from_store().await.map_err(oauth)? {
         return Ok(None);
     }
+    // Renewed here once it is within RENEW_BEFORE of its end (rmcp renews by itself only in its
+    // last 30 s), so that a connection made now lasts.
+    if let SignInStatus::SignedIn {
+        expires_in: Some(left),
+        refreshable: true,
+    } = store.status(server, url)?
+    {
+        if std::time::Duration::from_secs(left) < RENEW_BEFORE {
+            match manager.refresh_token().await {
+                Ok(_) => {}
+                Err(AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_)) => {
+                    return Err(SignInError::Expired {
+                        server: server.to_string(),
+                    })
+                }
+                Err(e) => return Err(oauth(e)),
+            }
+        }
+    }
     match manager.get_access_token().await {
-        Ok(token) => Ok(Some(token)),
+        Ok(secret) => {
+            let reconnect_in = match store.status(server, url)? {
+                SignInStatus::SignedIn {
+                    expires_in: Some(left),
+                    refreshable,
+                } => Some(reconnect_in(
+                    std::time::Duration::from_secs(left),
+                    refreshable,
+                )),
+                _ => None,
+            };
+            Ok(Some(AccessToken {
+                secret,
+                reconnect_in,
+            }))
+        }
         Err(AuthError::AuthorizationRequired) => Err(SignInError::Expired {
             server: server.to_string(),
         }),
@@ -524,6 +588,15 @@ mod tests {
         assert!(store.remove("linear").unwrap());
         assert!(!store.remove("linear").unwrap());
         let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_renewable_token_is_renewed_a_minute_early_and_another_at_its_end() {
+        let secs = std::time::Duration::from_secs;
+        assert_eq!(reconnect_in(secs(3600), true), secs(3540));
+        assert_eq!(reconnect_in(secs(3600), false), secs(3600));
+        assert_eq!(reconnect_in(secs(30), true), secs(5));
+        assert_eq!(reconnect_in(secs(0), false), secs(5));
     }
 
     #[test]

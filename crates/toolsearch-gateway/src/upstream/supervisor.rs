@@ -715,6 +715,8 @@ impl Drop for CancelOnDrop {
 enum Ended {
     Shutdown,
     Lost(String),
+    /// The sign-in's access token is about to expire: connect again with a renewed one.
+    Renew,
 }
 
 async fn supervise(
@@ -747,6 +749,7 @@ async fn supervise(
                 let up_since = Instant::now();
                 match serve_connected(&inner, &slot, connection, raw, &mut signals).await {
                     Ended::Shutdown => break,
+                    Ended::Renew => continue,
                     Ended::Lost(why) => {
                         // A server that stayed up longer than the longest delay starts afresh.
                         if up_since.elapsed() >= opts.max_backoff {
@@ -903,7 +906,15 @@ async fn run_connected(
         pid: _,
         stderr,
         http_calls: _,
+        renew_at,
     } = connection;
+    let renew = async {
+        match renew_at {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(renew);
     let peer = service.peer().clone();
     let cancel_service = service.cancellation_token();
     let waiting = service.waiting();
@@ -916,6 +927,12 @@ async fn run_connected(
                 // Closing a stdio server waits for it to exit, then signals and kills it.
                 let _ = tokio::time::timeout(Duration::from_secs(10), &mut waiting).await;
                 return Ended::Shutdown;
+            }
+            () = &mut renew => {
+                tracing::info!(target: "upstream", server = %slot.name, "renewing the sign-in's access token");
+                cancel_service.cancel();
+                let _ = tokio::time::timeout(Duration::from_secs(10), &mut waiting).await;
+                return Ended::Renew;
             }
             quit = &mut waiting => {
                 let why = match quit {
