@@ -150,6 +150,17 @@ fn a_gateway_signs_in_to_an_oauth_server_and_joins_it() {
         "{before}"
     );
     assert!(auth(&["status"]).contains("demo: not signed in"));
+    // A search says it too, so the model can tell the user.
+    let report = peers::run_client_at(
+        "mcp_client.py",
+        &gateway.url,
+        &json!([{"op": "call", "name": "search_tools", "arguments": {"query": "greet someone"}}]),
+    );
+    let not_ready = report["steps"][0]["structured"]["serversNotReady"].to_string();
+    assert!(
+        not_ready.contains("demo") && not_ready.contains("toolsearch auth login demo"),
+        "{not_ready}"
+    );
 
     // Sign in: the test is the browser.
     let login = Login::start(&home, &config, "demo", &[], Stdio::null());
