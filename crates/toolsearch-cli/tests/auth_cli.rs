@@ -465,3 +465,121 @@ fn the_console_signs_in_to_a_server_in_the_browser() {
     );
     assert_eq!(status, 404, "{body}");
 }
+
+/// The grants and revocations `oauth_server.py` logged.
+fn events(log: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect()
+}
+
+/// Against the Python SDK's authorization server, whose tokens last 70 s: the gateway renews
+/// the access token with the refresh token a minute before it expires and connects again with
+/// it, still serving calls; `auth logout` revokes the kept tokens there (RFC 7009), and a
+/// gateway started then needs sign-in again.
+#[test]
+fn tokens_are_renewed_before_they_expire_and_revoked_at_logout() {
+    let dir = peers::scratch("auth-cli-renew");
+    let log = dir.join("grants.jsonl");
+    let server = peers::start_python_oauth_server(70, &log);
+    let config = dir.file(
+        "gateway.toml",
+        &format!(
+            "[mcpServers.py]\nurl = \"http://localhost:{}/mcp\"\n",
+            server.port
+        ),
+    );
+    let home = dir.join("config-home");
+    let login = Login::start(&home, &config, "py", &[], Stdio::null());
+    let (_, back) = get(&login.page);
+    assert_eq!(get(&back.unwrap()).0, 200);
+    let (ok, said) = login.finish();
+    assert!(ok, "{said}");
+
+    let mut command = toolsearch();
+    command
+        .env("XDG_CONFIG_HOME", &home)
+        .env("RUST_LOG", "info")
+        .args([
+            "serve",
+            "--wait-for-upstreams",
+            "--http",
+            "127.0.0.1:0",
+            "--config",
+        ])
+        .arg(&config);
+    let gateway = peers::spawn_listening(command);
+    assert_eq!(upstream(&gateway.addr, "py")["state"], "ready");
+    // The renewal is due 10 s in (70 s less the minute); the wait is for it.
+    let deadline = Instant::now() + Duration::from_secs(45);
+    while !events(&log).iter().any(|e| e["event"] == "refresh_token") {
+        assert!(Instant::now() < deadline, "no renewal: {:?}", events(&log));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !gateway
+        .log()
+        .contains("renewing the sign-in's access token")
+        || upstream(&gateway.addr, "py")["state"] != "ready"
+    {
+        assert!(Instant::now() < deadline, "{}", gateway.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let report = peers::run_client_at(
+        "mcp_client.py",
+        &gateway.url,
+        &json!([{"op": "call", "name": "call_tool", "arguments": {"name": "py___greet", "arguments": {"name": "Ada"}}}]),
+    );
+    assert!(
+        report["steps"][0].to_string().contains("Hello, Ada!"),
+        "{report}"
+    );
+    let renewed = events(&log)
+        .iter()
+        .rev()
+        .find(|e| e["event"] == "refresh_token")
+        .map(|e| e["access"].as_str().unwrap().to_string())
+        .unwrap();
+    assert!(!gateway.log().contains(&renewed), "the log holds a token");
+    drop(gateway);
+
+    let out = toolsearch()
+        .env("XDG_CONFIG_HOME", &home)
+        .args(["auth", "logout", "py"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && said.contains("revoked at its authorization server"),
+        "{said} {}",
+        peers::stderr_of(&out)
+    );
+    let revoked: Vec<String> = events(&log)
+        .iter()
+        .filter(|e| e["event"] == "revoked")
+        .map(|e| e["token"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        revoked.len(),
+        2,
+        "the refresh and the access token: {revoked:?}"
+    );
+    let mut command = toolsearch();
+    command
+        .env("XDG_CONFIG_HOME", &home)
+        .args([
+            "serve",
+            "--wait-for-upstreams",
+            "--http",
+            "127.0.0.1:0",
+            "--config",
+        ])
+        .arg(&config);
+    let signed_out = peers::spawn_listening(command);
+    assert_eq!(
+        upstream(&signed_out.addr, "py")["state"],
+        "needs_authorization"
+    );
+}

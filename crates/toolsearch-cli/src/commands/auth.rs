@@ -10,7 +10,9 @@ use clap::{Args, Subcommand};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 use toolsearch_gateway::config::{GatewayConfig, Transport};
-use toolsearch_gateway::upstream::sign_in::{self, SignInError, SignInStatus, TokenStore};
+use toolsearch_gateway::upstream::sign_in::{
+    self, SignInError, SignInStatus, SignedOut, TokenStore,
+};
 
 use crate::bad_input::BadInput;
 
@@ -59,14 +61,20 @@ pub fn run(command: AuthCommand) -> Result<()> {
         AuthCommand::Login(args) => login(&store, args),
         AuthCommand::Status(args) => status(&store, &args),
         AuthCommand::Logout(args) => {
-            if store.remove(&args.server)? {
-                println!(
-                    "Signed out of `{}`: its tokens were removed from {}.",
+            let runtime =
+                tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
+            match runtime.block_on(sign_in::sign_out(&store, &args.server))? {
+                SignedOut::NotSignedIn => println!("`{}` was not signed in.", args.server),
+                SignedOut::Revoked => println!(
+                    "Signed out of `{}`: its tokens were revoked at its authorization server and removed from {}.",
                     args.server,
                     store.dir().display()
-                );
-            } else {
-                println!("`{}` was not signed in.", args.server);
+                ),
+                SignedOut::Forgotten(why) => println!(
+                    "Signed out of `{}`: its tokens were removed from {}, but not revoked ({why}); end the grant on the service's side if it must end there too.",
+                    args.server,
+                    store.dir().display()
+                ),
             }
             Ok(())
         }
@@ -255,6 +263,7 @@ fn status(store: &TokenStore, args: &ConfigArgs) -> Result<()> {
                 } => {
                     let lasts = match expires_in {
                         Some(0) => "the access token has expired".to_string(),
+                        Some(secs) if secs < 120 => format!("the access token lasts {secs} more s"),
                         Some(secs) => format!("the access token lasts {} more min", secs.div_ceil(60)),
                         None => "the access token gave no expiry".to_string(),
                     };

@@ -581,6 +581,24 @@ pub fn start_sdk_oauth_server() -> (Service, u16) {
     (service, auth_port)
 }
 
+/// An MCP server behind OAuth on the official Python SDK (tests/clients/oauth_server.py): its
+/// authorization-server routes, with refresh and revocation, at `http://localhost:PORT`; access
+/// tokens live `lifetime` seconds; grants and revocations are logged to `log`.
+pub fn start_python_oauth_server(lifetime: u64, log: &Path) -> Service {
+    let port = free_port();
+    let child = Command::new(venv_python())
+        .arg(client("oauth_server.py"))
+        .args([port.to_string(), lifetime.to_string()])
+        .arg(log)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("the test peers' Python must run oauth_server.py");
+    let service = Service { child, port };
+    wait_for_port(port, "oauth_server.py");
+    service
+}
+
 /// server-everything over the legacy HTTP+SSE transport on a free loopback port (`/sse`).
 pub fn start_everything_sse() -> Service {
     let port = free_port();

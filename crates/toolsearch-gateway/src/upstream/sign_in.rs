@@ -480,7 +480,9 @@ pub async fn access_token(
         refreshable: true,
     } = store.status(server, url)?
     {
-        if std::time::Duration::from_secs(left) < RENEW_BEFORE {
+        // The supervisor comes back RENEW_BEFORE ahead, give or take its timer: a little slack.
+        if std::time::Duration::from_secs(left) <= RENEW_BEFORE + std::time::Duration::from_secs(5)
+        {
             match manager.refresh_token().await {
                 Ok(_) => {}
                 Err(AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_)) => {
@@ -514,6 +516,88 @@ pub async fn access_token(
         }),
         Err(e) => Err(oauth(e)),
     }
+}
+
+/// What signing out did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignedOut {
+    /// No tokens were kept for the server.
+    NotSignedIn,
+    /// The tokens were revoked at the authorization server (RFC 7009) and forgotten.
+    Revoked,
+    /// The tokens were forgotten; the authorization server was not told, for the reason given.
+    Forgotten(String),
+}
+
+/// Signs out of `server`: revokes its tokens at the authorization server when it offers
+/// revocation (the refresh token, which ends the grant, then the access token), then removes the
+/// file whatever the server said.
+pub async fn sign_out(store: &TokenStore, server: &str) -> Result<SignedOut, SignInError> {
+    let Some(saved) = store.read(server)? else {
+        return Ok(SignedOut::NotSignedIn);
+    };
+    let outcome = match revoke(store, server, &saved).await {
+        Ok(()) => SignedOut::Revoked,
+        Err(why) => SignedOut::Forgotten(why),
+    };
+    store.remove(server)?;
+    Ok(outcome)
+}
+
+/// Posts each kept token to the revocation endpoint the server's metadata names.
+async fn revoke(store: &TokenStore, server: &str, saved: &Saved) -> Result<(), String> {
+    use oauth2::TokenResponse;
+    let Some(tokens) = saved.credentials.token_response.as_ref() else {
+        return Err("no tokens were kept".into());
+    };
+    let manager = manager(store, server, &saved.url)
+        .await
+        .map_err(|e| e.to_string())?;
+    let metadata = manager
+        .resolve_metadata()
+        .await
+        .map_err(|e| format!("its metadata could not be read ({e})"))?
+        .metadata;
+    let Some(endpoint) = metadata
+        .additional_fields
+        .get("revocation_endpoint")
+        .and_then(|v| v.as_str())
+    else {
+        return Err("its authorization server offers no revocation".into());
+    };
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .timeout(std::time::Duration::from_secs(15))
+        .build()
+        .map_err(|e| e.to_string())?;
+    let refresh = tokens
+        .refresh_token()
+        .map(|t| (t.secret(), "refresh_token"));
+    let access = Some((tokens.access_token().secret(), "access_token"));
+    for (token, hint) in refresh.into_iter().chain(access) {
+        let form = url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("token", token)
+            .append_pair("token_type_hint", hint)
+            .append_pair("client_id", &saved.credentials.client_id)
+            // A public client's secret is the empty string, which RFC 6749 (2.3.1) lets a
+            // client send or omit; some servers (the Python SDK's) want the field.
+            .append_pair("client_secret", "")
+            .finish();
+        let answer = client
+            .post(endpoint)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form)
+            .send()
+            .await
+            .map_err(|e| format!("the revocation request failed ({e})"))?;
+        if !answer.status().is_success() {
+            return Err(format!(
+                "its revocation endpoint answered {}",
+                answer.status()
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Returns once the user's token file of `server` is written or removed (polled each second);
