@@ -24,7 +24,8 @@ pub enum AuthCommand {
     Login(LoginArgs),
     /// Which HTTP servers of the config are signed in, and for how long their access tokens last.
     Status(ConfigArgs),
-    /// Forget the tokens kept for a server.
+    /// Revoke the tokens kept for a server at its authorization server (when it offers
+    /// revocation) and forget them.
     Logout(LogoutArgs),
 }
 
