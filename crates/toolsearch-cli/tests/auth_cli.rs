@@ -266,7 +266,7 @@ fn a_gateway_signs_in_to_an_oauth_server_and_joins_it() {
         state["lastError"]
             .as_str()
             .unwrap()
-            .contains("has expired and cannot be renewed; run `toolsearch auth login demo`"),
+            .contains("cannot be renewed; run `toolsearch auth login demo`"),
         "{state}"
     );
     drop(stale);
@@ -475,78 +475,214 @@ fn events(log: &std::path::Path) -> Vec<Value> {
         .collect()
 }
 
-/// Against the Python SDK's authorization server, whose tokens last 70 s: the gateway renews
-/// the access token with the refresh token a minute before it expires and connects again with
-/// it, still serving calls; `auth logout` revokes the kept tokens there (RFC 7009), and a
-/// gateway started then needs sign-in again.
-#[test]
-fn tokens_are_renewed_before_they_expire_and_revoked_at_logout() {
-    let dir = peers::scratch("auth-cli-renew");
-    let log = dir.join("grants.jsonl");
-    let server = peers::start_python_oauth_server(70, &log);
-    let config = dir.file(
-        "gateway.toml",
-        &format!(
-            "[mcpServers.py]\nurl = \"http://localhost:{}/mcp\"\n",
-            server.port
-        ),
-    );
-    let home = dir.join("config-home");
-    let login = Login::start(&home, &config, "py", &[], Stdio::null());
+/// A sign-in to the Python SDK's authorization server (`oauth_server.py`) whose tokens last
+/// `lifetime` seconds, and a gateway over it: the server, its log, the gateway and where tokens
+/// are kept.
+struct PythonSignIn {
+    server: peers::Service,
+    log: std::path::PathBuf,
+    config: std::path::PathBuf,
+    home: std::path::PathBuf,
+    gateway: peers::Listening,
+    _dir: peers::Scratch,
+}
+
+impl PythonSignIn {
+    fn start(name: &str, lifetime: u64) -> Self {
+        let dir = peers::scratch(name);
+        let log = dir.join("grants.jsonl");
+        let server = peers::start_python_oauth_server(lifetime, &log);
+        let config = dir.file(
+            "gateway.toml",
+            &format!(
+                "[mcpServers.py]\nurl = \"http://localhost:{}/mcp\"\n",
+                server.port
+            ),
+        );
+        let home = dir.join("config-home");
+        sign_in_by_loopback(&home, &config);
+        let gateway = Self::serve(&home, &config);
+        assert_eq!(upstream(&gateway.addr, "py")["state"], "ready");
+        Self {
+            server,
+            log,
+            config,
+            home,
+            gateway,
+            _dir: dir,
+        }
+    }
+
+    fn serve(home: &std::path::Path, config: &std::path::Path) -> peers::Listening {
+        let mut command = toolsearch();
+        command
+            .env("XDG_CONFIG_HOME", home)
+            .env("RUST_LOG", "info")
+            .args([
+                "serve",
+                "--wait-for-upstreams",
+                "--http",
+                "127.0.0.1:0",
+                "--config",
+            ])
+            .arg(config);
+        peers::spawn_listening(command)
+    }
+
+    fn count(&self, event: &str) -> usize {
+        events(&self.log)
+            .iter()
+            .filter(|e| e["event"] == event)
+            .count()
+    }
+
+    /// The credentials kept in the user's file.
+    fn kept(&self) -> Value {
+        let path = std::fs::read_dir(self.home.join("toolsearch/auth"))
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        serde_json::from_str::<Value>(&std::fs::read_to_string(path).unwrap()).unwrap()
+            ["credentials"]
+            .clone()
+    }
+
+    /// Revokes `token` at the server, as the service would on its side.
+    fn revoke(&self, token: &str) {
+        let form = format!(
+            "token={token}&client_id={}&client_secret=",
+            self.kept()["client_id"].as_str().unwrap()
+        );
+        let mut stream = TcpStream::connect(("127.0.0.1", self.server.port)).unwrap();
+        write!(
+            stream,
+            "POST /revoke HTTP/1.1\r\nHost: localhost:{}\r\nContent-Type: application/x-www-form-urlencoded\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{form}",
+            self.server.port,
+            form.len()
+        )
+        .unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    }
+
+    /// Whether a call of `py___greet` through the gateway is served.
+    fn greets(&self) -> bool {
+        let report = peers::run_client_at(
+            "mcp_client.py",
+            &self.gateway.url,
+            &json!([{"op": "call", "name": "call_tool", "arguments": {"name": "py___greet", "arguments": {"name": "Ada"}}}]),
+        );
+        report["steps"][0].to_string().contains("Hello, Ada!")
+    }
+
+    /// Waits (at most 30 s) for the server's state in the console to be `state`.
+    fn wait_for(&self, state: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let seen = upstream(&self.gateway.addr, "py");
+            if seen["state"] == state || Instant::now() > deadline {
+                return seen;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// Signs in to `py` of `config` through the loopback callback, the test as the browser.
+fn sign_in_by_loopback(home: &std::path::Path, config: &std::path::Path) {
+    let login = Login::start(home, config, "py", &[], Stdio::null());
     let (_, back) = get(&login.page);
     assert_eq!(get(&back.unwrap()).0, 200);
     let (ok, said) = login.finish();
     assert!(ok, "{said}");
+}
 
-    let mut command = toolsearch();
-    command
-        .env("XDG_CONFIG_HOME", &home)
-        .env("RUST_LOG", "info")
-        .args([
-            "serve",
-            "--wait-for-upstreams",
-            "--http",
-            "127.0.0.1:0",
-            "--config",
-        ])
-        .arg(&config);
-    let gateway = peers::spawn_listening(command);
-    assert_eq!(upstream(&gateway.addr, "py")["state"], "ready");
+/// With tokens that last 70 s, the gateway renews the access token with the refresh token a
+/// minute before it expires and connects again with it, still serving calls, with no token in
+/// its log.
+#[test]
+fn tokens_are_renewed_before_they_expire() {
+    let signed = PythonSignIn::start("auth-cli-renew", 70);
     // The renewal is due 10 s in (70 s less the minute); the wait is for it.
     let deadline = Instant::now() + Duration::from_secs(45);
-    while !events(&log).iter().any(|e| e["event"] == "refresh_token") {
-        assert!(Instant::now() < deadline, "no renewal: {:?}", events(&log));
+    while signed.count("refresh_token") == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no renewal: {:?}",
+            events(&signed.log)
+        );
         std::thread::sleep(Duration::from_millis(200));
     }
     let deadline = Instant::now() + Duration::from_secs(15);
-    while !gateway
+    while !signed
+        .gateway
         .log()
         .contains("renewing the sign-in's access token")
-        || upstream(&gateway.addr, "py")["state"] != "ready"
+        || upstream(&signed.gateway.addr, "py")["state"] != "ready"
     {
-        assert!(Instant::now() < deadline, "{}", gateway.log());
+        assert!(Instant::now() < deadline, "{}", signed.gateway.log());
         std::thread::sleep(Duration::from_millis(100));
     }
-    let report = peers::run_client_at(
-        "mcp_client.py",
-        &gateway.url,
-        &json!([{"op": "call", "name": "call_tool", "arguments": {"name": "py___greet", "arguments": {"name": "Ada"}}}]),
-    );
+    assert!(signed.greets());
+    let renewed = signed.kept()["token_response"]["access_token"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(
-        report["steps"][0].to_string().contains("Hello, Ada!"),
-        "{report}"
+        !signed.gateway.log().contains(&renewed),
+        "the log holds a token"
     );
-    let renewed = events(&log)
-        .iter()
-        .rev()
-        .find(|e| e["event"] == "refresh_token")
-        .map(|e| e["access"].as_str().unwrap().to_string())
-        .unwrap();
-    assert!(!gateway.log().contains(&renewed), "the log holds a token");
-    drop(gateway);
+}
 
+/// With tokens that last an hour: the service revokes the access token the gateway holds, the
+/// call it refuses makes the gateway connect again, which renews the token, and calls are served
+/// again; the service ends the grant, and the server needs sign-in and says so; `auth logout`
+/// revokes the tokens at the server (RFC 7009), and a gateway started then needs sign-in.
+#[test]
+fn revoked_tokens_are_renewed_or_ask_for_sign_in_and_logout_revokes() {
+    let signed = PythonSignIn::start("auth-cli-revoke", 3600);
+    assert!(signed.greets());
+    signed.revoke(
+        signed.kept()["token_response"]["access_token"]
+            .as_str()
+            .unwrap(),
+    );
+    assert!(!signed.greets(), "the revoked token's call is refused");
+    let ready = signed.wait_for("ready");
+    assert_eq!(ready["state"], "ready", "{ready}");
+    assert!(signed.greets());
+    assert_eq!(signed.count("refresh_token"), 1);
+    assert!(
+        signed
+            .gateway
+            .log()
+            .contains("the sign-in's access token was refused; renewing it"),
+        "{}",
+        signed.gateway.log()
+    );
+
+    let tokens = signed.kept()["token_response"].clone();
+    signed.revoke(tokens["refresh_token"].as_str().unwrap());
+    signed.revoke(tokens["access_token"].as_str().unwrap());
+    assert!(!signed.greets());
+    let state = signed.wait_for("needs_authorization");
+    assert_eq!(state["state"], "needs_authorization", "{state}");
+    assert!(
+        state["lastError"]
+            .as_str()
+            .unwrap()
+            .contains("run `toolsearch auth login py`"),
+        "{state}"
+    );
+
+    // Signed in again, then out: both tokens are revoked at the server.
+    sign_in_by_loopback(&signed.home, &signed.config);
+    let revoked_before = signed.count("revoked");
     let out = toolsearch()
-        .env("XDG_CONFIG_HOME", &home)
+        .env("XDG_CONFIG_HOME", &signed.home)
         .args(["auth", "logout", "py"])
         .output()
         .unwrap();
@@ -556,30 +692,12 @@ fn tokens_are_renewed_before_they_expire_and_revoked_at_logout() {
         "{said} {}",
         peers::stderr_of(&out)
     );
-    let revoked: Vec<String> = events(&log)
-        .iter()
-        .filter(|e| e["event"] == "revoked")
-        .map(|e| e["token"].as_str().unwrap().to_string())
-        .collect();
     assert_eq!(
-        revoked.len(),
-        2,
-        "the refresh and the access token: {revoked:?}"
+        signed.count("revoked"),
+        revoked_before + 2,
+        "{:?}",
+        events(&signed.log)
     );
-    let mut command = toolsearch();
-    command
-        .env("XDG_CONFIG_HOME", &home)
-        .args([
-            "serve",
-            "--wait-for-upstreams",
-            "--http",
-            "127.0.0.1:0",
-            "--config",
-        ])
-        .arg(&config);
-    let signed_out = peers::spawn_listening(command);
-    assert_eq!(
-        upstream(&signed_out.addr, "py")["state"],
-        "needs_authorization"
-    );
+    let fresh = PythonSignIn::serve(&signed.home, &signed.config);
+    assert_eq!(upstream(&fresh.addr, "py")["state"], "needs_authorization");
 }

@@ -23,7 +23,7 @@ use crate::relay::{CallOrigin, Downstream};
 use crate::resources;
 use crate::rest::SharedEngine;
 use crate::session::{SessionRef, Sessions};
-use crate::upstream::supervisor::UpstreamManager;
+use crate::upstream::supervisor::{service_error_text, UpstreamManager};
 
 /// The pass-through of one gateway: its upstreams, and the engine whose naming turns an
 /// upstream's names into public ones.
@@ -77,7 +77,12 @@ impl Passthrough {
             let prompts = match listed {
                 Ok(Ok(prompts)) => prompts,
                 Ok(Err(e)) => {
-                    tracing::warn!(server, error = %e, "prompts/list failed; its prompts are left out");
+                    let error = service_error_text(&e);
+                    tracing::warn!(
+                        server,
+                        error,
+                        "prompts/list failed; its prompts are left out"
+                    );
                     continue;
                 }
                 Err(_) => {
@@ -408,7 +413,10 @@ impl Passthrough {
         let set = peer.set_level(SetLevelRequestParams::new(level));
         match tokio::time::timeout(self.upstreams.call_timeout(), set).await {
             Ok(Ok(())) => tracing::debug!(server, ?level, "upstream log level set"),
-            Ok(Err(e)) => tracing::warn!(server, error = %e, "logging/setLevel failed"),
+            Ok(Err(e)) => {
+                let error = service_error_text(&e);
+                tracing::warn!(server, error, "logging/setLevel failed");
+            }
             Err(_) => tracing::warn!(server, "logging/setLevel timed out"),
         }
     }
@@ -468,7 +476,8 @@ pub(crate) fn upstream_list<T>(
     match listed {
         Ok(Ok(items)) => Some(items),
         Ok(Err(e)) => {
-            tracing::warn!(server, error = %e, "{method} failed; its items are left out");
+            let error = service_error_text(&e);
+            tracing::warn!(server, error, "{method} failed; its items are left out");
             None
         }
         Err(_) => {

@@ -211,9 +211,17 @@ async fn redirected(listener: TcpListener, port: u16) -> Result<String, SignInEr
             let Ok((mut stream, _)) = listener.accept().await else {
                 continue;
             };
-            let mut request = vec![0u8; 8192];
-            let read = stream.read(&mut request).await.unwrap_or(0);
-            let request = String::from_utf8_lossy(&request[..read]);
+            // The request line and headers, read to their end (or 8 KiB), so that nothing the
+            // browser sent is left unread when the connection closes (which would reset it).
+            let mut request = Vec::with_capacity(1024);
+            let mut chunk = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") && request.len() < 8192 {
+                match stream.read(&mut chunk).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => request.extend_from_slice(&chunk[..n]),
+                }
+            }
+            let request = String::from_utf8_lossy(&request);
             let target = request
                 .lines()
                 .next()
@@ -229,6 +237,7 @@ async fn redirected(listener: TcpListener, port: u16) -> Result<String, SignInEr
                 body.len()
             );
             let _ = stream.write_all(reply.as_bytes()).await;
+            let _ = stream.shutdown().await;
             if target.starts_with("/callback?") {
                 return format!("http://127.0.0.1:{port}{target}");
             }

@@ -528,57 +528,109 @@ pub(crate) async fn connect(
             headers,
             shown_url,
         } => {
-            let (headers, renew_at) = with_sign_in(server, url, headers).await?;
-            let connection = connect_http(client, url, &headers, shown_url).await?;
-            Ok(Connection {
-                renew_at,
-                ..connection
+            connect_signed_in(server, url, headers, |headers| {
+                let client = client.clone();
+                async move { connect_http(client, url, &headers, shown_url).await }
             })
+            .await
         }
         ServerTransport::Sse {
             url,
             headers,
             shown_url,
         } => {
-            let (headers, renew_at) = with_sign_in(server, url, headers).await?;
-            let connection = connect_sse(client, url, &headers, shown_url).await?;
-            Ok(Connection {
-                renew_at,
-                ..connection
+            connect_signed_in(server, url, headers, |headers| {
+                let client = client.clone();
+                async move { connect_sse(client, url, &headers, shown_url).await }
             })
+            .await
         }
     }
 }
 
-/// `headers` with the access token of the user's sign-in to `server` at `url`, when there is
-/// one and the entry gives no `Authorization` of its own; and when that token must be renewed.
+/// Connects to an HTTP server with `headers` and the user's sign-in token (see
+/// [`with_sign_in`]); when the server refuses that token before its time (revoked on the
+/// service's side), renews it once and connects again.
+async fn connect_signed_in<F, Fut>(
+    server: &str,
+    url: &str,
+    headers: &BTreeMap<String, String>,
+    connect: F,
+) -> Result<Connection, UpstreamError>
+where
+    F: Fn(BTreeMap<String, String>) -> Fut,
+    Fut: std::future::Future<Output = Result<Connection, UpstreamError>>,
+{
+    let signed = with_sign_in(server, url, headers, false).await?;
+    let connection = match connect(signed.headers).await {
+        Err(UpstreamError::CredentialsRefused {
+            refused: CredentialsRefused::Missing { .. },
+            ..
+        }) if signed.signed_in => {
+            tracing::info!(target: "upstream", server, "the sign-in's access token was refused; renewing it");
+            let renewed = with_sign_in(server, url, headers, true).await?;
+            let connection = connect(renewed.headers).await?;
+            return Ok(Connection {
+                renew_at: renewed.renew_at,
+                ..connection
+            });
+        }
+        other => other?,
+    };
+    Ok(Connection {
+        renew_at: signed.renew_at,
+        ..connection
+    })
+}
+
+/// Headers with a sign-in's token, and when to connect again because of it.
+struct SignedHeaders {
+    headers: BTreeMap<String, String>,
+    renew_at: Option<tokio::time::Instant>,
+    /// Whether the token is a sign-in's (which can be renewed).
+    signed_in: bool,
+}
+
+/// `headers` with the access token of the user's sign-in to `server` at `url` (renewed first
+/// when `renew`), when there is one and the entry gives no `Authorization` of its own.
 async fn with_sign_in(
     server: &str,
     url: &str,
     headers: &BTreeMap<String, String>,
-) -> Result<(BTreeMap<String, String>, Option<tokio::time::Instant>), UpstreamError> {
-    let mut headers = headers.clone();
+    renew: bool,
+) -> Result<SignedHeaders, UpstreamError> {
+    let mut signed = SignedHeaders {
+        headers: headers.clone(),
+        renew_at: None,
+        signed_in: false,
+    };
     if headers
         .keys()
         .any(|name| name.eq_ignore_ascii_case("authorization"))
     {
-        return Ok((headers, None));
+        return Ok(signed);
     }
     // Without a config folder there is no sign-in to use.
     let Ok(store) = crate::upstream::sign_in::TokenStore::for_user() else {
-        return Ok((headers, None));
+        return Ok(signed);
     };
-    let Some(token) = crate::upstream::sign_in::access_token(&store, server, url).await? else {
-        return Ok((headers, None));
+    let token = if renew {
+        crate::upstream::sign_in::renewed_access_token(&store, server, url).await?
+    } else {
+        crate::upstream::sign_in::access_token(&store, server, url).await?
     };
-    headers.insert(
+    let Some(token) = token else {
+        return Ok(signed);
+    };
+    signed.headers.insert(
         "Authorization".to_string(),
         format!("Bearer {}", token.secret),
     );
-    let renew_at = token
+    signed.renew_at = token
         .reconnect_in
         .map(|after| tokio::time::Instant::now() + after);
-    Ok((headers, renew_at))
+    signed.signed_in = true;
+    Ok(signed)
 }
 
 /// Starts a stdio server from `cmd` (its environment and folder set) in a process group of its

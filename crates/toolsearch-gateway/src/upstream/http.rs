@@ -197,11 +197,16 @@ impl HttpCalls {
             Ok(_) => Some(Err(
                 self.refused("answered tools/call in a form the gateway does not read")
             )),
-            Err(
-                StreamableHttpError::SessionExpired
-                | StreamableHttpError::AuthRequired(_)
-                | StreamableHttpError::InsufficientScope(_),
-            ) => None,
+            // The credentials stopped working (revoked, or expired early): every call would
+            // be refused alike, so the connection is made again, which renews a sign-in's token
+            // or else reports that the server needs authorization.
+            Err(StreamableHttpError::AuthRequired(_)) => {
+                tracing::warn!(target: "upstream", server = %self.server, "refused the credentials (HTTP 401) on a call; connecting again");
+                Some(Err(ServiceError::TransportClosed))
+            }
+            Err(StreamableHttpError::SessionExpired | StreamableHttpError::InsufficientScope(_)) => {
+                None
+            }
             Err(e) => Some(Err(self.post_failed(e))),
         }
     }

@@ -44,7 +44,7 @@ pub enum SignInError {
     #[error("signing in to `{url}` failed: {reason}")]
     OAuth { url: String, reason: String },
 
-    #[error("the sign-in of `{server}` has expired and cannot be renewed; run `toolsearch auth login {server}`")]
+    #[error("the sign-in of `{server}` has ended (expired, or revoked by the service) and cannot be renewed; run `toolsearch auth login {server}`")]
     Expired { server: String },
 
     #[error("`oauth.clientSecretEnv` of server `{server}` names `{variable}`, which is not set; set it where you run the sign-in")]
@@ -465,6 +465,25 @@ pub async fn access_token(
     server: &str,
     url: &str,
 ) -> Result<Option<AccessToken>, SignInError> {
+    token(store, server, url, false).await
+}
+
+/// [`access_token`], renewed whatever its expiry says: for a token the server refused before
+/// its time (revoked on the service's side). `None` without a sign-in.
+pub async fn renewed_access_token(
+    store: &TokenStore,
+    server: &str,
+    url: &str,
+) -> Result<Option<AccessToken>, SignInError> {
+    token(store, server, url, true).await
+}
+
+async fn token(
+    store: &TokenStore,
+    server: &str,
+    url: &str,
+    renew: bool,
+) -> Result<Option<AccessToken>, SignInError> {
     if !matches!(store.status(server, url)?, SignInStatus::SignedIn { .. }) {
         return Ok(None);
     }
@@ -476,13 +495,20 @@ pub async fn access_token(
     // Renewed here once it is within RENEW_BEFORE of its end (rmcp renews by itself only in its
     // last 30 s), so that a connection made now lasts.
     if let SignInStatus::SignedIn {
-        expires_in: Some(left),
-        refreshable: true,
+        expires_in,
+        refreshable,
     } = store.status(server, url)?
     {
         // The supervisor comes back RENEW_BEFORE ahead, give or take its timer: a little slack.
-        if std::time::Duration::from_secs(left) <= RENEW_BEFORE + std::time::Duration::from_secs(5)
-        {
+        let due = expires_in.is_some_and(|left| {
+            std::time::Duration::from_secs(left) <= RENEW_BEFORE + std::time::Duration::from_secs(5)
+        });
+        if renew && !refreshable {
+            return Err(SignInError::Expired {
+                server: server.to_string(),
+            });
+        }
+        if refreshable && (due || renew) {
             match manager.refresh_token().await {
                 Ok(_) => {}
                 Err(AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_)) => {

@@ -561,7 +561,7 @@ impl UpstreamManager {
 
 /// A failed call's cause in words: a failed send says what failed, without the name of the
 /// transport's Rust type that rmcp writes in front of it.
-fn service_error_text(error: &ServiceError) -> String {
+pub(crate) fn service_error_text(error: &ServiceError) -> String {
     match error {
         ServiceError::TransportSend(failed) => format!("sending it failed: {}", failed.error),
         other => other.to_string(),
