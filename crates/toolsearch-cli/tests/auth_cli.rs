@@ -334,8 +334,9 @@ fn a_configured_client_signs_in_without_registering() {
         "gateway.toml",
         &format!(
             "[mcpServers.demo]\nurl = \"http://localhost:{}/mcp\"\noauth = {{ clientId = \"{client_id}\", scopes = [\"mcp:tools\"] }}\n\n\
-             [mcpServers.secret]\nurl = \"http://localhost:{}/mcp\"\noauth = {{ clientId = \"{client_id}\", clientSecretEnv = \"TS_UNSET_CLIENT_SECRET\" }}\n",
-            server.port, server.port
+             [mcpServers.secret]\nurl = \"http://localhost:{}/mcp\"\noauth = {{ clientId = \"{client_id}\", clientSecretEnv = \"TS_UNSET_CLIENT_SECRET\" }}\n\n\
+             [mcpServers.own]\nurl = \"http://localhost:{}/mcp\"\nheaders = {{ Authorization = \"Bearer a-token-of-its-own\" }}\n",
+            server.port, server.port, server.port
         ),
     );
     let home = dir.join("config-home");
@@ -370,6 +371,21 @@ fn a_configured_client_signs_in_without_registering() {
     assert!(
         error.contains("`TS_UNSET_CLIENT_SECRET`") && error.contains("server `secret`"),
         "{error}"
+    );
+
+    // `auth status`: signed in, not signed in, and an entry that sends its own credentials.
+    let out = toolsearch()
+        .env("XDG_CONFIG_HOME", &home)
+        .args(["auth", "status", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        status.contains("demo: signed in")
+            && status.contains("secret: not signed in")
+            && status.contains("own: sends the entry's own `Authorization` header"),
+        "{status}"
     );
 }
 

@@ -260,8 +260,17 @@ fn status(store: &TokenStore, args: &ConfigArgs) -> Result<()> {
         return Ok(());
     }
     for (name, url) in servers {
+        let own_header = config.mcp_servers.get(&name).is_some_and(|entry| {
+            entry
+                .headers
+                .keys()
+                .any(|header| header.eq_ignore_ascii_case("authorization"))
+        });
         let said = match url {
             Err(problem) => format!("cannot tell: the entry {problem}"),
+            Ok(_) if own_header => {
+                "sends the entry's own `Authorization` header; no sign-in is used".to_string()
+            }
             Ok(url) => match store.status(&name, &url)? {
                 SignInStatus::SignedOut => "not signed in".to_string(),
                 SignInStatus::OtherUrl { url } => format!(
