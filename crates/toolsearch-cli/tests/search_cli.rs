@@ -218,7 +218,7 @@ fn json_output_of_a_miss_carries_the_fallback() {
     let json = search_json(&catalog, &["xqzvbnmk"]);
     assert_eq!(json["nothingFits"], true, "{json}");
     let guesses = json["tools"].as_array().unwrap();
-    assert!((1..=3).contains(&guesses.len()), "{json}");
+    assert!((1..=5).contains(&guesses.len()), "{json}");
     assert!(
         guesses.iter().all(|t| t["score"].as_f64().unwrap() < 0.5),
         "{json}"

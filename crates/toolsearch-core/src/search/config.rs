@@ -69,6 +69,9 @@ pub struct SearchConfig {
     /// A tool no query word matched enters the results by meaning from this cosine similarity
     /// up; under it only the few closest enter, as guesses scored under the confidence floor.
     pub min_similarity: f32,
+    /// How many of the closest tools by meaning enter a hybrid fusion whatever their
+    /// similarity, as guesses under `min_similarity` (docs/EVAL.md, "Scores and 'nothing fits'").
+    pub guesses: usize,
     /// Longest query text embedded, in characters, cut at a word; the keyword side reads it
     /// all. A sentence model's cost grows with every token, and a request's first 400
     /// characters (about 90 tokens) carry what it asks for: cutting there bounds the slowest
@@ -228,6 +231,7 @@ impl Default for SearchConfig {
             dense_candidates: 50,
             dense_for_keyword_hits: true,
             min_similarity: 0.25,
+            guesses: 5,
             max_embedded_query_chars: 400,
             fusion_weighting: FusionWeighting::Fixed,
             fusion_sharpness: 1.0,
@@ -251,7 +255,7 @@ impl SearchConfig {
                 "`{key}={value}`: {what}; known keys: k1, exact_form_boost, fuzzy, threshold, \
                  top_band, query_term_frequency, numeric_query_words, \
                  server_aggregation, name_coverage, proximity, synonym_weight, drop_request_filler, \
-                 fusion (zscore, convex, rrf or combmnz), fusion_weighting (fixed, standout or coverage), fusion_sharpness, meaning_floor, words_floor, dense_weight, dense_view (max, whole or purpose), dense_for_keyword_hits, min_similarity, dense_normalization (minmax, max or raw), rrf_k, dense_candidates, max_embedded_query_chars, and FIELD.weight / FIELD.b for FIELD in {}",
+                 fusion (zscore, convex, rrf or combmnz), fusion_weighting (fixed, standout or coverage), fusion_sharpness, meaning_floor, words_floor, dense_weight, dense_view (max, whole or purpose), dense_for_keyword_hits, min_similarity, guesses, dense_normalization (minmax, max or raw), rrf_k, dense_candidates, max_embedded_query_chars, and FIELD.weight / FIELD.b for FIELD in {}",
                 Field::ALL.map(Field::as_str).join(", ")
             ))
         };
@@ -322,6 +326,9 @@ impl SearchConfig {
             }
             "dense_for_keyword_hits" => self.dense_for_keyword_hits = flag()?,
             "min_similarity" => self.min_similarity = number()?,
+            "guesses" => {
+                self.guesses = value.parse().map_err(|_| bad("expected a whole number"))?
+            }
             "dense_normalization" => {
                 self.dense_normalization = match value {
                     "minmax" => DenseNormalization::MinMax,

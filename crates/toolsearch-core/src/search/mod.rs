@@ -207,12 +207,6 @@ pub fn confidence(evidence: Evidence, config: &SearchConfig) -> f32 {
 /// second's by at least this much: a clear pick by meaning is not a guess.
 pub const DENSE_CLEAR_MARGIN: f32 = 0.05;
 
-/// How many of the closest tools by meaning enter a hybrid fusion whatever their similarity.
-/// Under `min_similarity` they are guesses: scored under [`CONFIDENT_SCORE`] and never a
-/// confident match, so that a request no tool fits lists its closest tools, low, and says
-/// nothing fits, rather than answering with nothing at all.
-pub const NOTHING_FITS_GUESSES: usize = 3;
-
 fn serialize_arc_tool<S: serde::Serializer>(tool: &Arc<Tool>, s: S) -> Result<S::Ok, S::Error> {
     tool.as_ref().serialize(s)
 }
@@ -876,8 +870,7 @@ impl SearchEngine {
                 .take(self.config.dense_candidates)
                 .enumerate()
                 .filter(|&(rank, (_, similarity))| {
-                    similarity >= min_similarity
-                        || (rank < NOTHING_FITS_GUESSES && similarity > 0.0)
+                    similarity >= min_similarity || (rank < self.config.guesses && similarity > 0.0)
                 })
                 .map(|(_, hit)| hit)
                 .collect();
@@ -887,7 +880,7 @@ impl SearchEngine {
             .enumerate()
             .filter(|(rank, (slot, similarity))| {
                 (*rank < self.config.dense_candidates && *similarity >= min_similarity)
-                    || (*rank < NOTHING_FITS_GUESSES && *similarity > 0.0)
+                    || (*rank < self.config.guesses && *similarity > 0.0)
                     || by_words.contains(slot)
             })
             .map(|(_, hit)| hit)
