@@ -98,6 +98,28 @@ impl Login {
     }
 }
 
+/// `toolsearch serve --config CONFIG` on a free port for the user whose config folder is `home`
+/// (so its sign-ins), logging at info, after the upstreams' first starts when
+/// `wait_for_upstreams`.
+fn serve_as(
+    home: &std::path::Path,
+    config: &std::path::Path,
+    wait_for_upstreams: bool,
+) -> peers::Listening {
+    let mut command = toolsearch();
+    command
+        .env("XDG_CONFIG_HOME", home)
+        .env("RUST_LOG", "info")
+        .arg("serve");
+    if wait_for_upstreams {
+        command.arg("--wait-for-upstreams");
+    }
+    command
+        .args(["--http", "127.0.0.1:0", "--config"])
+        .arg(config);
+    peers::spawn_listening(command)
+}
+
 fn upstream(addr: &str, name: &str) -> Value {
     peers::upstream_view(addr, name)
 }
@@ -126,13 +148,7 @@ fn a_gateway_signs_in_to_an_oauth_server_and_joins_it() {
     };
 
     // Before sign-in: a state that says what to run, not a failure loop.
-    let mut command = toolsearch();
-    command
-        .env("XDG_CONFIG_HOME", &home)
-        .env("RUST_LOG", "info")
-        .args(["serve", "--http", "127.0.0.1:0", "--config"])
-        .arg(&config);
-    let gateway = peers::spawn_listening(command);
+    let gateway = serve_as(&home, &config, false);
     let deadline = Instant::now() + Duration::from_secs(30);
     let before = loop {
         let state = upstream(&gateway.addr, "demo");
@@ -235,20 +251,7 @@ fn a_gateway_signs_in_to_an_oauth_server_and_joins_it() {
     drop(gateway);
 
     // A gateway started afresh uses the stored tokens from its first start.
-    let restarted = |home: &std::path::Path| {
-        let mut command = toolsearch();
-        command
-            .env("XDG_CONFIG_HOME", home)
-            .args([
-                "serve",
-                "--wait-for-upstreams",
-                "--http",
-                "127.0.0.1:0",
-                "--config",
-            ])
-            .arg(&config);
-        peers::spawn_listening(command)
-    };
+    let restarted = |home: &std::path::Path| serve_as(home, &config, true);
     let again = restarted(&home);
     assert_eq!(upstream(&again.addr, "demo")["state"], "ready");
     drop(again);
@@ -404,18 +407,7 @@ fn the_console_signs_in_to_a_server_in_the_browser() {
         ),
     );
     let home = dir.join("config-home");
-    let mut command = toolsearch();
-    command
-        .env("XDG_CONFIG_HOME", &home)
-        .args([
-            "serve",
-            "--wait-for-upstreams",
-            "--http",
-            "127.0.0.1:0",
-            "--config",
-        ])
-        .arg(&config);
-    let gateway = peers::spawn_listening(command);
+    let gateway = serve_as(&home, &config, true);
     let addr = gateway.addr.clone();
     assert_eq!(upstream(&addr, "demo")["state"], "needs_authorization");
 
@@ -517,7 +509,7 @@ impl PythonSignIn {
         );
         let home = dir.join("config-home");
         sign_in_by_loopback(&home, &config);
-        let gateway = Self::serve(&home, &config);
+        let gateway = serve_as(&home, &config, true);
         assert_eq!(upstream(&gateway.addr, "py")["state"], "ready");
         Self {
             server,
@@ -527,22 +519,6 @@ impl PythonSignIn {
             gateway,
             _dir: dir,
         }
-    }
-
-    fn serve(home: &std::path::Path, config: &std::path::Path) -> peers::Listening {
-        let mut command = toolsearch();
-        command
-            .env("XDG_CONFIG_HOME", home)
-            .env("RUST_LOG", "info")
-            .args([
-                "serve",
-                "--wait-for-upstreams",
-                "--http",
-                "127.0.0.1:0",
-                "--config",
-            ])
-            .arg(config);
-        peers::spawn_listening(command)
     }
 
     fn count(&self, event: &str) -> usize {
@@ -714,6 +690,6 @@ fn revoked_tokens_are_renewed_or_ask_for_sign_in_and_logout_revokes() {
         "{:?}",
         events(&signed.log)
     );
-    let fresh = PythonSignIn::serve(&signed.home, &signed.config);
+    let fresh = serve_as(&signed.home, &signed.config, true);
     assert_eq!(upstream(&fresh.addr, "py")["state"], "needs_authorization");
 }
