@@ -58,8 +58,21 @@ impl Login {
         extra: &[&str],
         stdin: Stdio,
     ) -> Self {
+        Self::start_with(home, &[], config, server, extra, stdin)
+    }
+
+    /// [`start`](Self::start) with `envs` set too.
+    fn start_with(
+        home: &std::path::Path,
+        envs: &[(&str, &str)],
+        config: &std::path::Path,
+        server: &str,
+        extra: &[&str],
+        stdin: Stdio,
+    ) -> Self {
         let mut process = toolsearch()
             .env("XDG_CONFIG_HOME", home)
+            .envs(envs.iter().copied())
             .args(["auth", "login", server, "--no-browser"])
             .args(extra)
             .arg("--config")
@@ -106,9 +119,20 @@ fn serve_as(
     config: &std::path::Path,
     wait_for_upstreams: bool,
 ) -> peers::Listening {
+    serve_with(home, &[], config, wait_for_upstreams)
+}
+
+/// [`serve_as`] with `envs` set too.
+fn serve_with(
+    home: &std::path::Path,
+    envs: &[(&str, &str)],
+    config: &std::path::Path,
+    wait_for_upstreams: bool,
+) -> peers::Listening {
     let mut command = toolsearch();
     command
         .env("XDG_CONFIG_HOME", home)
+        .envs(envs.iter().copied())
         .env("RUST_LOG", "info")
         .arg("serve");
     if wait_for_upstreams {
@@ -692,4 +716,183 @@ fn revoked_tokens_are_renewed_or_ask_for_sign_in_and_logout_revokes() {
     );
     let fresh = serve_as(&signed.home, &signed.config, true);
     assert_eq!(upstream(&fresh.addr, "py")["state"], "needs_authorization");
+}
+
+/// Every value a Redis on `port` holds, as its keys and the bytes of their values (strings only).
+fn redis_contents(port: u16) -> String {
+    let ask = |commands: &str| {
+        let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        write!(stream, "{commands}QUIT\r\n").unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        answer
+    };
+    let keys: Vec<String> = ask("KEYS *\r\n")
+        .lines()
+        .filter(|line| !line.starts_with(['*', '$', '+']))
+        .map(str::to_string)
+        .collect();
+    let gets: String = keys.iter().map(|key| format!("GET {key}\r\n")).collect();
+    format!("{}\n{}", keys.join("\n"), ask(&gets))
+}
+
+/// Replicas that share sessions through Redis share sign-ins too, sealed with the key in
+/// `TOOLSEARCH_TOKEN_KEY`: a sign-in made once (here by `auth login` on another machine's
+/// folder) brings every running replica to the server, a replica started later joins it from
+/// the start, renewals are the deployment's (one renewal for both replicas; the authorization
+/// server's refresh tokens are good for one use), Redis never holds a token in the clear, and
+/// `auth logout --config` signs every replica out. A key too short is refused at start.
+#[test]
+fn replicas_share_one_sign_in_through_redis_sealed() {
+    let dir = peers::scratch("auth-cli-replicas");
+    let log = dir.join("grants.jsonl");
+    let server = peers::start_python_oauth_server(70, &log);
+    let redis = peers::start_redis();
+    let config = dir.file(
+        "gateway.toml",
+        &format!(
+            "[mcpServers.py]\nurl = \"http://localhost:{}/mcp\"\n\n[state]\nredis = \"redis://127.0.0.1:{}\"\n",
+            server.port, redis.port
+        ),
+    );
+    let key = [(
+        "TOOLSEARCH_TOKEN_KEY",
+        "a-test-key-that-is-long-enough-0123456789",
+    )];
+    // Each replica on a machine of its own: no config folder shared.
+    let replica = |name: &str, wait: bool| serve_with(&dir.join(name), &key, &config, wait);
+    let (one, two) = (replica("one", false), replica("two", false));
+    for gateway in [&one, &two] {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while upstream(&gateway.addr, "py")["state"] != "needs_authorization" {
+            assert!(
+                Instant::now() < deadline,
+                "{}",
+                upstream(&gateway.addr, "py")
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    let elsewhere = dir.join("operator");
+    let login = Login::start_with(&elsewhere, &key, &config, "py", &[], Stdio::null());
+    let (_, back) = get(&login.page);
+    assert_eq!(get(&back.unwrap()).0, 200);
+    let (ok, said) = login.finish();
+    assert!(ok && said.contains("Redis at redis://127.0.0.1"), "{said}");
+    let greets = |gateway: &peers::Listening| {
+        peers::run_client_at(
+            "mcp_client.py",
+            &gateway.url,
+            &json!([{"op": "call", "name": "call_tool", "arguments": {"name": "py___greet", "arguments": {"name": "Ada"}}}]),
+        )["steps"][0]
+            .to_string()
+            .contains("Hello, Ada!")
+    };
+    for gateway in [&one, &two] {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while upstream(&gateway.addr, "py")["state"] != "ready" {
+            assert!(
+                Instant::now() < deadline,
+                "{}",
+                upstream(&gateway.addr, "py")
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(greets(gateway));
+    }
+
+    // One renewal serves both (due 10 s in: 70 s less the minute).
+    let deadline = Instant::now() + Duration::from_secs(45);
+    while ![&one, &two]
+        .iter()
+        .all(|g| g.log().contains("renewing the sign-in's access token"))
+    {
+        assert!(Instant::now() < deadline, "{:?}", events(&log));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let refreshes = || {
+        events(&log)
+            .iter()
+            .filter(|e| e["event"] == "refresh_token")
+            .count()
+    };
+    assert_eq!(refreshes(), 1, "{:?}", events(&log));
+    for gateway in [&one, &two] {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while upstream(&gateway.addr, "py")["state"] != "ready" {
+            assert!(
+                Instant::now() < deadline,
+                "{}",
+                upstream(&gateway.addr, "py")
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(greets(gateway));
+    }
+
+    // What Redis holds is sealed; no replica, nor the login, wrote a token file.
+    let contents = redis_contents(redis.port);
+    assert!(contents.contains("toolsearch:signin:py-"), "{contents}");
+    for event in events(&log) {
+        if let Some(token) = event["access"].as_str() {
+            assert!(
+                !contents.contains(token),
+                "Redis holds a token in the clear"
+            );
+            for gateway in [&one, &two] {
+                assert!(!gateway.log().contains(token), "the log holds a token");
+            }
+        }
+    }
+    for folder in ["one", "two", "operator"] {
+        assert!(
+            !dir.join(folder).join("toolsearch/auth").exists(),
+            "{folder}"
+        );
+    }
+
+    // A replica started now is served from its first start.
+    let three = replica("three", true);
+    assert_eq!(upstream(&three.addr, "py")["state"], "ready");
+    drop(three);
+
+    // Signed out for the deployment: a replica started then needs sign-in again.
+    let out = toolsearch()
+        .env("XDG_CONFIG_HOME", &elsewhere)
+        .envs(key)
+        .args(["auth", "logout", "py", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && said.contains("revoked"), "{said}");
+    assert!(!redis_contents(redis.port).contains("toolsearch:signin:py-"));
+    let four = replica("four", true);
+    assert_eq!(upstream(&four.addr, "py")["state"], "needs_authorization");
+    drop(four);
+
+    // Without the key, the status says sign-ins are per replica; with one too short, the
+    // gateway does not start.
+    let out = toolsearch()
+        .env("XDG_CONFIG_HOME", &elsewhere)
+        .env_remove("TOOLSEARCH_TOKEN_KEY")
+        .args(["auth", "status", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let noted = peers::stderr_of(&out);
+    assert!(noted.contains("kept per replica"), "{noted}");
+    let out = toolsearch()
+        .env("XDG_CONFIG_HOME", dir.join("five"))
+        .env("TOOLSEARCH_TOKEN_KEY", "short")
+        .args(["serve", "--http", "127.0.0.1:0", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    let said = peers::stderr_of(&out);
+    assert!(
+        !out.status.success() && said.contains("TOOLSEARCH_TOKEN_KEY is 5 characters long"),
+        "{said}"
+    );
 }

@@ -1177,6 +1177,12 @@ impl GatewayConfig {
             .filter(move |(name, s)| !s.disabled && policy.server_selected(name))
     }
 
+    /// Whether some server to start is reached over HTTP (and so may ask for sign-in).
+    pub fn has_http_servers(&self) -> bool {
+        self.active_servers()
+            .any(|(_, server)| server.url.is_some())
+    }
+
     /// Every name rule of the config, as the engine applies them when tools arrive.
     pub fn catalog_policy(&self) -> CatalogPolicy {
         let ts = &self.tool_search;

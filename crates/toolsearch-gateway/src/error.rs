@@ -16,6 +16,10 @@ pub enum GatewayError {
     #[error(transparent)]
     SharedState(Box<crate::shared::SharedStateError>),
 
+    /// Where sign-ins are kept cannot be set up (a key too short to seal them with).
+    #[error(transparent)]
+    SignIns(Box<crate::upstream::sign_in::SignInError>),
+
     #[error("unknown upstream server `{server}`; configured servers: {known}")]
     UnknownServer { server: String, known: String },
 

@@ -25,6 +25,7 @@ use crate::semantic::Semantic;
 use crate::session::{Kept, Sessions};
 use crate::startup::FirstStarts;
 use crate::tools::{ServedTools, ToolCalls};
+use crate::upstream::sign_in::SignIns;
 use crate::upstream::supervisor::{ServerState, UpstreamEvent, UpstreamManager};
 
 /// Everything the downstream server needs: engine, disclosure, upstreams, sessions.
@@ -67,7 +68,14 @@ impl Gateway {
     pub fn start(config: GatewayConfig) -> Result<Arc<Self>> {
         let mut disclosure = Disclosure::new(config.disclosure_config())?;
         let engine = config.search_engine()?;
-        let upstreams = UpstreamManager::start(&config);
+        let sign_ins =
+            SignIns::from_state(&config.state).map_err(|e| GatewayError::SignIns(Box::new(e)))?;
+        if let Some(warning) = crate::upstream::sign_in::unshared(&config.state) {
+            if config.has_http_servers() {
+                tracing::warn!("{warning}");
+            }
+        }
+        let upstreams = UpstreamManager::start(&config, sign_ins);
         let first_starts =
             FirstStarts::new(upstreams.clone(), config.supervisor.startup_timeout_secs);
         let status = first_starts.status();

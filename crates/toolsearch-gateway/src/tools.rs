@@ -602,7 +602,8 @@ mod tests {
         use toolsearch_core::Scope;
 
         let config = GatewayConfig::parse("", crate::config::Format::Toml, "gateway.toml").unwrap();
-        let upstreams = UpstreamManager::start(&config);
+        let upstreams =
+            UpstreamManager::start(&config, crate::upstream::sign_in::SignIns::for_user());
         let mut disclosure = Disclosure::new(config.disclosure_config()).unwrap();
         let served = ServedTools::register(&mut disclosure, &config, upstreams.clone());
         for name in [

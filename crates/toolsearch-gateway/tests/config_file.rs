@@ -54,7 +54,10 @@ callTimeoutSecs = 30
     );
     let path = write_temp("gateway.toml", &text);
     let config = GatewayConfig::load(&path).unwrap();
-    let manager = UpstreamManager::start(&config);
+    let manager = UpstreamManager::start(
+        &config,
+        toolsearch_gateway::upstream::sign_in::SignIns::for_user(),
+    );
     assert_eq!(manager.servers(), ["everything", "paged"]);
     wait_ready(&manager, "everything").await;
     wait_ready(&manager, "paged").await;

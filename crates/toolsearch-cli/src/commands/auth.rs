@@ -10,9 +10,7 @@ use clap::{Args, Subcommand};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 use toolsearch_gateway::config::{GatewayConfig, Transport};
-use toolsearch_gateway::upstream::sign_in::{
-    self, SignInError, SignInStatus, SignedOut, TokenStore,
-};
+use toolsearch_gateway::upstream::sign_in::{self, SignInError, SignInStatus, SignIns, SignedOut};
 
 use crate::bad_input::BadInput;
 
@@ -54,32 +52,50 @@ pub struct LoginArgs {
 pub struct LogoutArgs {
     /// The server's name.
     server: String,
+    /// The gateway config, when its `[state] redis` shares sign-ins between replicas (the
+    /// sign-in is then removed there too); without it, your own folder's.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
 }
 
 pub fn run(command: AuthCommand) -> Result<()> {
-    let store = TokenStore::for_user()?;
+    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     match command {
-        AuthCommand::Login(args) => login(&store, args),
-        AuthCommand::Status(args) => status(&store, &args),
-        AuthCommand::Logout(args) => {
-            let runtime =
-                tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
-            match runtime.block_on(sign_in::sign_out(&store, &args.server))? {
-                SignedOut::NotSignedIn => println!("`{}` was not signed in.", args.server),
-                SignedOut::Revoked => println!(
-                    "Signed out of `{}`: its tokens were revoked at its authorization server and removed from {}.",
-                    args.server,
-                    store.dir().display()
-                ),
-                SignedOut::Forgotten(why) => println!(
-                    "Signed out of `{}`: its tokens were removed from {}, but not revoked ({why}); end the grant on the service's side if it must end there too.",
-                    args.server,
-                    store.dir().display()
-                ),
-            }
-            Ok(())
-        }
+        AuthCommand::Login(args) => login(&runtime, args),
+        AuthCommand::Status(args) => status(&runtime, &args),
+        AuthCommand::Logout(args) => logout(&runtime, &args),
     }
+}
+
+/// Where the sign-ins of `config` are kept: shared through Redis when its `[state]` says so
+/// and the key is set (a note says when it is not), else the user's folder.
+fn sign_ins(runtime: &tokio::runtime::Runtime, config: &GatewayConfig) -> Result<SignIns> {
+    if let Some(note) = sign_in::unshared(&config.state) {
+        eprintln!("Note: {note}.");
+    }
+    // Redis is connected lazily, from within the runtime.
+    let _entered = runtime.enter();
+    Ok(SignIns::from_state(&config.state)?)
+}
+
+fn logout(runtime: &tokio::runtime::Runtime, args: &LogoutArgs) -> Result<()> {
+    let sign_ins = match &args.config {
+        Some(path) => sign_ins(runtime, &load(path)?)?,
+        None => SignIns::for_user(),
+    };
+    let place = sign_ins.place();
+    match runtime.block_on(sign_in::sign_out(&sign_ins, &args.server))? {
+        SignedOut::NotSignedIn => println!("`{}` was not signed in ({place}).", args.server),
+        SignedOut::Revoked => println!(
+            "Signed out of `{}`: its tokens were revoked at its authorization server and removed from {place}.",
+            args.server,
+        ),
+        SignedOut::Forgotten(why) => println!(
+            "Signed out of `{}`: its tokens were removed from {place}, but not revoked ({why}); end the grant on the service's side if it must end there too.",
+            args.server,
+        ),
+    }
+    Ok(())
 }
 
 /// The URL of every HTTP server of the config, by name, in the config's order.
@@ -100,12 +116,13 @@ fn http_servers(config: &GatewayConfig) -> Vec<(String, Result<String, String>)>
         .collect()
 }
 
-fn load(config: &ConfigArgs) -> Result<GatewayConfig> {
-    GatewayConfig::load(&config.config).map_err(|e| BadInput(e.to_string()).into())
+fn load(path: &std::path::Path) -> Result<GatewayConfig> {
+    GatewayConfig::load(path).map_err(|e| BadInput(e.to_string()).into())
 }
 
-fn login(store: &TokenStore, args: LoginArgs) -> Result<()> {
-    let config = load(&args.config)?;
+fn login(runtime: &tokio::runtime::Runtime, args: LoginArgs) -> Result<()> {
+    let config = load(&args.config.config)?;
+    let sign_ins = sign_ins(runtime, &config)?;
     let servers = http_servers(&config);
     let settings = config
         .mcp_servers
@@ -131,7 +148,6 @@ fn login(store: &TokenStore, args: LoginArgs) -> Result<()> {
             .into());
         }
     };
-    let runtime = tokio::runtime::Runtime::new().context("cannot start the async runtime")?;
     runtime.block_on(async {
         let listener = TcpListener::bind(("127.0.0.1", args.port))
             .await
@@ -150,7 +166,7 @@ fn login(store: &TokenStore, args: LoginArgs) -> Result<()> {
             }
         };
         sign_in::sign_in(
-            store,
+            &sign_ins,
             &args.server,
             &url,
             settings.as_ref(),
@@ -161,11 +177,24 @@ fn login(store: &TokenStore, args: LoginArgs) -> Result<()> {
         .await?;
         anyhow::Ok(())
     })?;
+    let (kept, joins) = if sign_ins.is_shared() {
+        (
+            format!(
+                "{}, which every replica of this config reads",
+                sign_ins.place()
+            ),
+            "Running replicas join the server within a second",
+        )
+    } else {
+        (
+            format!("{} (readable by you alone)", sign_ins.place()),
+            "A running gateway of yours joins the server within a second",
+        )
+    };
     println!(
-        "Signed in to `{}`; its tokens are kept in {} (readable by you alone). A running gateway \
-         of yours joins the server within a second; one started later uses them from the start.",
+        "Signed in to `{}`; its tokens are kept in {kept}. {joins}; one started later uses them \
+         from the start.",
         args.server,
-        store.path(&args.server).display()
     );
     Ok(())
 }
@@ -249,8 +278,9 @@ async fn redirected(listener: TcpListener, port: u16) -> Result<String, SignInEr
     }
 }
 
-fn status(store: &TokenStore, args: &ConfigArgs) -> Result<()> {
-    let config = load(args)?;
+fn status(runtime: &tokio::runtime::Runtime, args: &ConfigArgs) -> Result<()> {
+    let config = load(&args.config)?;
+    let sign_ins = sign_ins(runtime, &config)?;
     let servers = http_servers(&config);
     if servers.is_empty() {
         println!(
@@ -271,7 +301,7 @@ fn status(store: &TokenStore, args: &ConfigArgs) -> Result<()> {
             Ok(_) if own_header => {
                 "sends the entry's own `Authorization` header; no sign-in is used".to_string()
             }
-            Ok(url) => match store.status(&name, &url)? {
+            Ok(url) => match runtime.block_on(sign_ins.status(&name, &url))? {
                 SignInStatus::SignedOut => "not signed in".to_string(),
                 SignInStatus::OtherUrl { url } => format!(
                     "signed in for another address ({url}), so not used; run `toolsearch auth login {name}`"

@@ -19,7 +19,7 @@ use serde_json::{json, Value};
 use crate::config::Transport;
 use crate::gateway::Gateway;
 use crate::rest::{ApiError, Grant};
-use crate::upstream::sign_in::{PendingSignIn, TokenStore};
+use crate::upstream::sign_in::PendingSignIn;
 
 /// Where the browser comes back to after signing in.
 pub const CALLBACK_PATH: &str = "/oauth/callback";
@@ -107,8 +107,8 @@ pub(super) async fn sign_in(
         .and_then(|h| h.to_str().ok())
         .ok_or_else(|| ApiError::BadQuery("the request has no Host header".into()))?;
     let redirect_uri = format!("http://{host}{CALLBACK_PATH}");
-    let store = TokenStore::for_user().map_err(|e| ApiError::Internal(e.to_string()))?;
-    let sign_in = PendingSignIn::begin(&store, &name, &url, entry.oauth.as_ref(), &redirect_uri)
+    let sign_ins = actions.gateway.upstreams().sign_ins();
+    let sign_in = PendingSignIn::begin(sign_ins, &name, &url, entry.oauth.as_ref(), &redirect_uri)
         .await
         .map_err(|e| ApiError::BadQuery(e.to_string()))?;
     let page = sign_in.page().to_string();

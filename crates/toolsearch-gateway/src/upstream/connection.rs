@@ -33,6 +33,7 @@ use crate::config::Transport as ServerTransport;
 use crate::relay::Relay;
 use crate::upstream::child_env;
 use crate::upstream::http::{HttpCalls, HttpTransport};
+use crate::upstream::sign_in::{self, SignIns};
 use crate::upstream::sse::SseTransport;
 use crate::upstream::wire;
 
@@ -491,6 +492,7 @@ pub(crate) async fn connect(
     signals: mpsc::UnboundedSender<Signal>,
     relay: Arc<Relay>,
     tail: StderrTail,
+    sign_ins: &SignIns,
 ) -> Result<Connection, UpstreamError> {
     let client = UpstreamClient {
         server: server.into(),
@@ -528,7 +530,7 @@ pub(crate) async fn connect(
             headers,
             shown_url,
         } => {
-            connect_signed_in(server, url, headers, |headers| {
+            connect_signed_in(sign_ins, server, url, headers, |headers| {
                 let client = client.clone();
                 async move { connect_http(client, url, &headers, shown_url).await }
             })
@@ -539,7 +541,7 @@ pub(crate) async fn connect(
             headers,
             shown_url,
         } => {
-            connect_signed_in(server, url, headers, |headers| {
+            connect_signed_in(sign_ins, server, url, headers, |headers| {
                 let client = client.clone();
                 async move { connect_sse(client, url, &headers, shown_url).await }
             })
@@ -552,6 +554,7 @@ pub(crate) async fn connect(
 /// [`with_sign_in`]); when the server refuses that token before its time (revoked on the
 /// service's side), renews it once and connects again.
 async fn connect_signed_in<F, Fut>(
+    sign_ins: &SignIns,
     server: &str,
     url: &str,
     headers: &BTreeMap<String, String>,
@@ -561,14 +564,14 @@ where
     F: Fn(BTreeMap<String, String>) -> Fut,
     Fut: std::future::Future<Output = Result<Connection, UpstreamError>>,
 {
-    let signed = with_sign_in(server, url, headers, false).await?;
+    let signed = with_sign_in(sign_ins, server, url, headers, false).await?;
     let connection = match connect(signed.headers).await {
         Err(UpstreamError::CredentialsRefused {
             refused: CredentialsRefused::Missing { .. },
             ..
         }) if signed.signed_in => {
             tracing::info!(target: "upstream", server, "the sign-in's access token was refused; renewing it");
-            let renewed = with_sign_in(server, url, headers, true).await?;
+            let renewed = with_sign_in(sign_ins, server, url, headers, true).await?;
             let connection = connect(renewed.headers).await?;
             return Ok(Connection {
                 renew_at: renewed.renew_at,
@@ -594,6 +597,7 @@ struct SignedHeaders {
 /// `headers` with the access token of the user's sign-in to `server` at `url` (renewed first
 /// when `renew`), when there is one and the entry gives no `Authorization` of its own.
 async fn with_sign_in(
+    sign_ins: &SignIns,
     server: &str,
     url: &str,
     headers: &BTreeMap<String, String>,
@@ -610,14 +614,10 @@ async fn with_sign_in(
     {
         return Ok(signed);
     }
-    // Without a config folder there is no sign-in to use.
-    let Ok(store) = crate::upstream::sign_in::TokenStore::for_user() else {
-        return Ok(signed);
-    };
     let token = if renew {
-        crate::upstream::sign_in::renewed_access_token(&store, server, url).await?
+        sign_in::renewed_access_token(sign_ins, server, url).await?
     } else {
-        crate::upstream::sign_in::access_token(&store, server, url).await?
+        sign_in::access_token(sign_ins, server, url).await?
     };
     let Some(token) = token else {
         return Ok(signed);

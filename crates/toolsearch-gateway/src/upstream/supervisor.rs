@@ -29,7 +29,7 @@ use crate::upstream::connection::{
     self as upstream, Connection, Signal, StderrTail, UpstreamError,
 };
 use crate::upstream::http::HttpCalls;
-use crate::upstream::sign_in;
+use crate::upstream::sign_in::SignIns;
 pub use crate::upstream::state::ServerState;
 
 /// What changed upstream.
@@ -126,6 +126,8 @@ struct Inner {
     shutdown: CancellationToken,
     tasks: Mutex<Vec<JoinHandle<()>>>,
     relay: Arc<Relay>,
+    /// Where the sign-ins to OAuth servers are kept.
+    sign_ins: SignIns,
 }
 
 impl Inner {
@@ -230,23 +232,34 @@ impl UpstreamManager {
     /// Starts supervising every active server of `config` (enabled, and selected by
     /// `toolSearch.selectedServers`). Must be called inside a Tokio runtime. Returns at once; use
     /// [`wait_for_state`](Self::wait_for_state) or [`subscribe`](Self::subscribe) to follow start-up.
-    pub fn start(config: &GatewayConfig) -> Self {
+    pub fn start(config: &GatewayConfig, sign_ins: SignIns) -> Self {
         let servers: Vec<(String, ServerConfig)> = config
             .active_servers()
             .map(|(name, server)| (name.to_string(), server.clone()))
             .collect();
-        Self::start_with(
+        Self::start_signed(
             servers,
             config.catalog_policy(),
             SupervisorOptions::from_config(&config.supervisor, config.tool_search.call_timeout()),
+            sign_ins,
         )
     }
 
-    /// Like [`start`](Self::start), with the servers and timings given directly.
+    /// Like [`start`](Self::start), with the servers and timings given directly, and the
+    /// user's own sign-ins.
     pub fn start_with(
         servers: Vec<(String, ServerConfig)>,
         policy: CatalogPolicy,
         options: SupervisorOptions,
+    ) -> Self {
+        Self::start_signed(servers, policy, options, SignIns::for_user())
+    }
+
+    fn start_signed(
+        servers: Vec<(String, ServerConfig)>,
+        policy: CatalogPolicy,
+        options: SupervisorOptions,
+        sign_ins: SignIns,
     ) -> Self {
         let (events, _) = broadcast::channel(EVENT_CAPACITY);
         let mut slots = Vec::new();
@@ -277,6 +290,7 @@ impl UpstreamManager {
             shutdown: CancellationToken::new(),
             tasks: Mutex::new(Vec::new()),
             relay: Arc::new(Relay::default()),
+            sign_ins,
         });
         let mut tasks = Vec::new();
         for (slot, (rx, transport)) in inner.slots.iter().zip(receivers) {
@@ -459,6 +473,11 @@ impl UpstreamManager {
 
     pub fn relay(&self) -> &Arc<Relay> {
         &self.inner.relay
+    }
+
+    /// Where the sign-ins to OAuth servers are kept.
+    pub fn sign_ins(&self) -> &SignIns {
+        &self.inner.sign_ins
     }
 
     /// How long a call may take (`callTimeoutSecs`).
@@ -742,7 +761,7 @@ async fn supervise(
         );
         let started = tokio::select! {
             _ = shutdown.cancelled() => break,
-            started = start(&slot, &transport, opts.startup_timeout, inner.relay.clone()) => started,
+            started = start(&slot, &transport, opts.startup_timeout, inner.relay.clone(), &inner.sign_ins) => started,
         };
         let last_error = match started {
             Ok((connection, raw)) => {
@@ -769,7 +788,7 @@ async fn supervise(
                 // as soon as it does.
                 tokio::select! {
                     () = wait_for_restart(&shutdown, &mut signals, Some(opts.max_backoff)) => {}
-                    () = sign_in::changed(&slot.name) => {}
+                    () = inner.sign_ins.changed(&slot.name) => {}
                 }
                 if shutdown.is_cancelled() {
                     break;
@@ -874,6 +893,7 @@ async fn start(
     transport: &Transport,
     timeout: Duration,
     relay: Arc<Relay>,
+    sign_ins: &SignIns,
 ) -> std::result::Result<(Connection, Vec<rmcp::model::Tool>), UpstreamError> {
     let attempt = async {
         let connection = upstream::connect(
@@ -882,6 +902,7 @@ async fn start(
             slot.signals.clone(),
             relay,
             slot.stderr.clone(),
+            sign_ins,
         )
         .await?;
         let tools = upstream::list_tools(connection.service.peer(), timeout)

@@ -2,13 +2,16 @@
 //! spec (discovery from the protected-resource and authorization-server metadata, dynamic client
 //! registration, authorization code with PKCE and the `resource` parameter, refresh).
 //!
-//! Tokens are kept per user, one file per server in the user's config folder
-//! (`$XDG_CONFIG_HOME/toolsearch/auth`, else `~/.config/toolsearch/auth`), readable by the user
-//! alone (0600 in a 0700 folder), each bound to the server's URL: a file written for another URL
-//! is not used. Nothing here logs a token.
+//! Where tokens are kept ([`SignIns`]): per user, one file per server in the user's config
+//! folder ([`files`]); or, for the replicas of one deployment (`[state] redis` and
+//! `TOOLSEARCH_TOKEN_KEY` set), in Redis, sealed with a key from that variable ([`shared`]), so
+//! that a sign-in on one replica serves all. Each is bound to the server's URL: tokens kept for
+//! another URL are not used. Nothing here logs a token.
 
-use std::io::Write;
-use std::path::{Path, PathBuf};
+mod files;
+mod shared;
+
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use rmcp::transport::auth::{
@@ -16,9 +19,12 @@ use rmcp::transport::auth::{
     StoredCredentials,
 };
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
-use crate::config::OAuthSettings;
+pub use files::TokenStore;
+pub use shared::{MIN_KEY_CHARS, TOKEN_KEY_ENV};
+
+use crate::config::{OAuthSettings, StateConfig};
+use shared::SharedTokens;
 
 /// The client name an authorization server shows on its consent page.
 const CLIENT_NAME: &str = "toolsearch";
@@ -32,13 +38,25 @@ pub enum SignInError {
     #[error("cannot {action} `{path}`: {source}")]
     File {
         action: &'static str,
-        path: PathBuf,
+        path: std::path::PathBuf,
         #[source]
         source: std::io::Error,
     },
 
-    #[error("the stored sign-in `{path}` is unreadable ({reason}); run `toolsearch auth logout` and sign in again")]
-    Corrupt { path: PathBuf, reason: String },
+    #[error("the stored sign-in `{place}` is unreadable ({reason}); run `toolsearch auth logout` and sign in again")]
+    Corrupt { place: String, reason: String },
+
+    #[error("the sign-in kept at `{place}` does not open with this {TOKEN_KEY_ENV}: it was sealed with another key, or changed; give every replica the same {TOKEN_KEY_ENV}, or run `toolsearch auth logout` and sign in again")]
+    Unopenable { place: String },
+
+    #[error("{TOKEN_KEY_ENV} is {chars} characters long; use at least {MIN_KEY_CHARS} random characters, the same on every replica (for example the output of `openssl rand -base64 32`)")]
+    WeakKey { chars: usize },
+
+    #[error("cannot seal or open a sign-in: {0}")]
+    Seal(String),
+
+    #[error("the sign-ins shared through Redis at {redis} cannot be read or written ({reason}); check that Redis is running and reachable (`[state] redis`)")]
+    Shared { redis: String, reason: String },
 
     /// rmcp's error as text: its wording names the OAuth step that failed.
     #[error("signing in to `{url}` failed: {reason}")]
@@ -60,17 +78,11 @@ impl SignInError {
     }
 }
 
-/// What one file holds: the server's URL and rmcp's credentials for it.
+/// What is kept of one server: its URL and rmcp's credentials for it.
 #[derive(Serialize, Deserialize)]
 struct Saved {
     url: String,
     credentials: StoredCredentials,
-}
-
-/// The user's sign-in tokens, one file per server.
-#[derive(Debug, Clone)]
-pub struct TokenStore {
-    dir: PathBuf,
 }
 
 /// What `auth status` says of one server.
@@ -87,118 +99,18 @@ pub enum SignInStatus {
     },
 }
 
-impl TokenStore {
-    /// The current user's store.
-    pub fn for_user() -> Result<Self, SignInError> {
-        let base = std::env::var_os("XDG_CONFIG_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("HOME")
-                    .filter(|v| !v.is_empty())
-                    .map(|home| Path::new(&home).join(".config"))
-            })
-            .ok_or(SignInError::NoConfigFolder)?;
-        Ok(Self::at(base.join("toolsearch").join("auth")))
-    }
-
-    /// A store in `dir`.
-    pub fn at(dir: PathBuf) -> Self {
-        Self { dir }
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
-    /// The file of `server`: its name made safe for a file name, and a hash of the name so that
-    /// two names that read alike once made safe do not share a file.
-    pub fn path(&self, server: &str) -> PathBuf {
-        let safe: String = server
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .take(64)
-            .collect();
-        let hash = Sha256::digest(server.as_bytes());
-        let short: String = hash[..4].iter().map(|b| format!("{b:02x}")).collect();
-        self.dir.join(format!("{safe}-{short}.json"))
-    }
-
-    fn read(&self, server: &str) -> Result<Option<Saved>, SignInError> {
-        let path = self.path(server);
-        let text = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => {
-                return Err(SignInError::File {
-                    action: "read",
-                    path,
-                    source,
-                })
-            }
-        };
-        serde_json::from_str(&text)
-            .map(Some)
-            .map_err(|e| SignInError::Corrupt {
-                path,
-                reason: e.to_string(),
-            })
-    }
-
-    /// Writes the file readable by the user alone, through a temporary file renamed into place.
-    fn write(&self, server: &str, saved: &Saved) -> Result<(), SignInError> {
-        let io = |action: &'static str, path: &Path| {
-            let path = path.to_path_buf();
-            move |source| SignInError::File {
-                action,
-                path,
-                source,
-            }
-        };
-        create_private_dir(&self.dir).map_err(io("create the folder", &self.dir))?;
-        let path = self.path(server);
-        let temporary = path.with_extension("json.tmp");
-        let text = serde_json::to_vec_pretty(saved).map_err(|e| SignInError::Corrupt {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        let mut file = private_file(&temporary).map_err(io("write", &temporary))?;
-        file.write_all(&text)
-            .and_then(|()| file.sync_all())
-            .map_err(io("write", &temporary))?;
-        std::fs::rename(&temporary, &path).map_err(io("write", &path))
-    }
-
-    /// Forgets `server`'s tokens; whether there were any.
-    pub fn remove(&self, server: &str) -> Result<bool, SignInError> {
-        let path = self.path(server);
-        match std::fs::remove_file(&path) {
-            Ok(()) => Ok(true),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
-            Err(source) => Err(SignInError::File {
-                action: "remove",
-                path,
-                source,
-            }),
-        }
-    }
-
-    /// Whether `server` at `url` has tokens, and how long its access token has left.
-    pub fn status(&self, server: &str, url: &str) -> Result<SignInStatus, SignInError> {
-        let Some(saved) = self.read(server)? else {
-            return Ok(SignInStatus::SignedOut);
+impl SignInStatus {
+    fn of(saved: Option<&Saved>, url: &str) -> Self {
+        let Some(saved) = saved else {
+            return SignInStatus::SignedOut;
         };
         if saved.url != url {
-            return Ok(SignInStatus::OtherUrl { url: saved.url });
+            return SignInStatus::OtherUrl {
+                url: saved.url.clone(),
+            };
         }
         let Some(tokens) = saved.credentials.token_response.as_ref() else {
-            return Ok(SignInStatus::SignedOut);
+            return SignInStatus::SignedOut;
         };
         use oauth2::TokenResponse;
         let expires_in = match (tokens.expires_in(), saved.credentials.token_received_at) {
@@ -208,20 +120,169 @@ impl TokenStore {
             }
             _ => None,
         };
-        Ok(SignInStatus::SignedIn {
+        SignInStatus::SignedIn {
             expires_in,
             refreshable: tokens.refresh_token().is_some(),
-        })
+        }
+    }
+}
+
+/// Where the gateway keeps sign-ins: the user's folder, and for replicas that share them, Redis.
+#[derive(Debug, Clone)]
+pub struct SignIns {
+    /// The user's folder; `None` when neither XDG_CONFIG_HOME nor HOME is set.
+    files: Option<TokenStore>,
+    /// With it, every read and write goes to Redis; the folder is only read, once, to share a
+    /// sign-in made before (see [`SignIns::read`]).
+    shared: Option<Arc<SharedTokens>>,
+}
+
+impl SignIns {
+    /// The current user's folder.
+    pub fn for_user() -> Self {
+        Self {
+            files: TokenStore::for_user().ok(),
+            shared: None,
+        }
+    }
+
+    /// `store` alone.
+    pub fn in_store(store: TokenStore) -> Self {
+        Self {
+            files: Some(store),
+            shared: None,
+        }
+    }
+
+    /// What the `state` section says: shared through Redis when it names Redis and
+    /// `TOOLSEARCH_TOKEN_KEY` is set, else the user's folder (see [`unshared`]). Must run inside
+    /// a Tokio runtime (Redis is connected lazily); fails on a key too short to be safe.
+    pub fn from_state(state: &StateConfig) -> Result<Self, SignInError> {
+        let mut sign_ins = Self::for_user();
+        if let (Some(url), Some(secret)) = (&state.redis, token_key()) {
+            sign_ins.shared = Some(Arc::new(SharedTokens::connect(url, state, &secret)?));
+        }
+        Ok(sign_ins)
+    }
+
+    /// Whether replicas share these sign-ins.
+    pub fn is_shared(&self) -> bool {
+        self.shared.is_some()
+    }
+
+    /// Where the tokens are, for what a user reads.
+    pub fn place(&self) -> String {
+        match (&self.shared, &self.files) {
+            (Some(shared), _) => {
+                format!("Redis at {} (sealed with {TOKEN_KEY_ENV})", shared.shown())
+            }
+            (None, Some(files)) => files.dir().display().to_string(),
+            (None, None) => "nowhere (neither XDG_CONFIG_HOME nor HOME is set)".to_string(),
+        }
+    }
+
+    /// What is kept for `server`. Shared: what Redis holds, else a sign-in the user made before
+    /// sharing (their folder's), which is shared from then on.
+    async fn read(&self, server: &str) -> Result<Option<Saved>, SignInError> {
+        let from_files = || match &self.files {
+            Some(files) => files.read(server),
+            None => Ok(None),
+        };
+        let Some(shared) = &self.shared else {
+            return from_files();
+        };
+        let stem = files::stem(server);
+        if let Some(plain) = shared.get(&stem).await? {
+            return serde_json::from_slice(&plain)
+                .map(Some)
+                .map_err(|e| SignInError::Corrupt {
+                    place: format!("{} in Redis", server),
+                    reason: e.to_string(),
+                });
+        }
+        let earlier = from_files()?;
+        if let Some(saved) = &earlier {
+            self.write(server, saved).await?;
+        }
+        Ok(earlier)
+    }
+
+    async fn write(&self, server: &str, saved: &Saved) -> Result<(), SignInError> {
+        match (&self.shared, &self.files) {
+            (Some(shared), _) => {
+                let plain = serde_json::to_vec(saved).map_err(|e| SignInError::Corrupt {
+                    place: format!("{server} in Redis"),
+                    reason: e.to_string(),
+                })?;
+                shared.put(&files::stem(server), &plain).await
+            }
+            (None, Some(files)) => files.write(server, saved),
+            (None, None) => Err(SignInError::NoConfigFolder),
+        }
+    }
+
+    /// Forgets `server`'s tokens wherever they are kept; whether there were any.
+    pub async fn remove(&self, server: &str) -> Result<bool, SignInError> {
+        let mut removed = false;
+        if let Some(shared) = &self.shared {
+            removed |= shared.delete(&files::stem(server)).await?;
+        }
+        if let Some(files) = &self.files {
+            removed |= files.remove(server)?;
+        }
+        Ok(removed)
+    }
+
+    /// Whether `server` at `url` has tokens, and how long its access token has left.
+    pub async fn status(&self, server: &str, url: &str) -> Result<SignInStatus, SignInError> {
+        Ok(SignInStatus::of(self.read(server).await?.as_ref(), url))
+    }
+
+    /// Returns once `server`'s tokens are written or removed (checked each second); never when
+    /// there is nowhere to keep them.
+    pub async fn changed(&self, server: &str) {
+        let stem = files::stem(server);
+        let look = || async {
+            match (&self.shared, &self.files) {
+                (Some(shared), _) => Some(format!("{:?}", shared.sealed(&stem).await.ok())),
+                (None, Some(files)) => Some(format!("{:?}", files.stamp(server))),
+                (None, None) => None,
+            }
+        };
+        let Some(before) = look().await else {
+            return std::future::pending().await;
+        };
+        loop {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            if look().await.as_ref() != Some(&before) {
+                return;
+            }
+        }
     }
 
     /// The credential store rmcp reads and writes for `server` at `url`.
-    fn credentials(&self, server: &str, url: &str) -> FileCredentials {
-        FileCredentials {
-            store: self.clone(),
+    fn credentials(&self, server: &str, url: &str) -> Credentials {
+        Credentials {
+            sign_ins: self.clone(),
             server: server.to_string(),
             url: url.to_string(),
         }
     }
+}
+
+/// `TOOLSEARCH_TOKEN_KEY`, when set.
+fn token_key() -> Option<String> {
+    std::env::var(TOKEN_KEY_ENV).ok().filter(|v| !v.is_empty())
+}
+
+/// Why replicas of `state` do not share sign-ins though they share sessions (Redis without
+/// `TOOLSEARCH_TOKEN_KEY`), for a warning; `None` when that is not the case.
+pub fn unshared(state: &StateConfig) -> Option<String> {
+    (state.redis.is_some() && token_key().is_none()).then(|| {
+        format!(
+            "sign-ins to OAuth servers are kept per replica, in each one's config folder: set {TOKEN_KEY_ENV} (at least {MIN_KEY_CHARS} random characters, the same on every replica) to share them through Redis, sealed"
+        )
+    })
 }
 
 fn now_secs() -> u64 {
@@ -230,41 +291,10 @@ fn now_secs() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-#[cfg(unix)]
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)?;
-    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
-}
-
-#[cfg(not(unix))]
-fn create_private_dir(dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)
-}
-
-#[cfg(unix)]
-fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-}
-
-#[cfg(not(unix))]
-fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::File::create(path)
-}
-
-/// rmcp's credential store over one server's file. Credentials kept for another URL read as
+/// rmcp's credential store over one server's sign-in. Credentials kept for another URL read as
 /// none, so a changed `url` never receives the old server's tokens.
-struct FileCredentials {
-    store: TokenStore,
+struct Credentials {
+    sign_ins: SignIns,
     server: String,
     url: String,
 }
@@ -274,9 +304,13 @@ fn store_error(error: SignInError) -> AuthError {
 }
 
 #[async_trait]
-impl CredentialStore for FileCredentials {
+impl CredentialStore for Credentials {
     async fn load(&self) -> Result<Option<StoredCredentials>, AuthError> {
-        let saved = self.store.read(&self.server).map_err(store_error)?;
+        let saved = self
+            .sign_ins
+            .read(&self.server)
+            .await
+            .map_err(store_error)?;
         Ok(saved
             .filter(|saved| saved.url == self.url)
             .map(|saved| saved.credentials))
@@ -287,20 +321,24 @@ impl CredentialStore for FileCredentials {
             url: self.url.clone(),
             credentials,
         };
-        self.store.write(&self.server, &saved).map_err(store_error)
+        self.sign_ins
+            .write(&self.server, &saved)
+            .await
+            .map_err(store_error)
     }
 
     async fn clear(&self) -> Result<(), AuthError> {
-        self.store
+        self.sign_ins
             .remove(&self.server)
+            .await
             .map(|_| ())
             .map_err(store_error)
     }
 }
 
-/// rmcp's manager of the sign-in to `server` at `url`, keeping its credentials in `store`.
+/// rmcp's manager of the sign-in to `server` at `url`, keeping its credentials in `sign_ins`.
 async fn manager(
-    store: &TokenStore,
+    sign_ins: &SignIns,
     server: &str,
     url: &str,
 ) -> Result<AuthorizationManager, SignInError> {
@@ -309,7 +347,7 @@ async fn manager(
     let mut manager = AuthorizationManager::new(url)
         .await
         .map_err(|e| SignInError::oauth(url, e))?;
-    manager.set_credential_store(store.credentials(server, url));
+    manager.set_credential_store(sign_ins.credentials(server, url));
     Ok(manager)
 }
 
@@ -318,7 +356,7 @@ async fn manager(
 /// in on to `show`, waits for `redirect` to give the URL the browser was sent back to (with the
 /// code), exchanges the code and keeps the tokens.
 pub async fn sign_in<F>(
-    store: &TokenStore,
+    sign_ins: &SignIns,
     server: &str,
     url: &str,
     settings: Option<&OAuthSettings>,
@@ -329,7 +367,7 @@ pub async fn sign_in<F>(
 where
     F: std::future::Future<Output = Result<String, SignInError>>,
 {
-    let pending = PendingSignIn::begin(store, server, url, settings, redirect_uri).await?;
+    let pending = PendingSignIn::begin(sign_ins, server, url, settings, redirect_uri).await?;
     show(pending.page());
     let redirected = redirect.await?;
     pending.finish(&redirected).await
@@ -354,14 +392,14 @@ impl PendingSignIn {
     /// Discovers, registers, and makes the page to sign in on, which sends the browser back to
     /// `redirect_uri`.
     pub async fn begin(
-        store: &TokenStore,
+        sign_ins: &SignIns,
         server: &str,
         url: &str,
         settings: Option<&OAuthSettings>,
         redirect_uri: &str,
     ) -> Result<Self, SignInError> {
         let request = authorization_request(server, redirect_uri, settings)?;
-        let mut state = OAuthState::Unauthorized(manager(store, server, url).await?);
+        let mut state = OAuthState::Unauthorized(manager(sign_ins, server, url).await?);
         let oauth = |e| SignInError::oauth(url, e);
         state.start_authorization(request).await.map_err(oauth)?;
         let page = state.get_authorization_url().await.map_err(oauth)?;
@@ -461,68 +499,101 @@ impl std::fmt::Debug for AccessToken {
 /// The access token kept for `server` at `url`, renewed first when it is about to expire;
 /// `None` when the user never signed in to it (or signed in to another URL).
 pub async fn access_token(
-    store: &TokenStore,
+    sign_ins: &SignIns,
     server: &str,
     url: &str,
 ) -> Result<Option<AccessToken>, SignInError> {
-    token(store, server, url, false).await
+    token(sign_ins, server, url, false).await
 }
 
 /// [`access_token`], renewed whatever its expiry says: for a token the server refused before
 /// its time (revoked on the service's side). `None` without a sign-in.
 pub async fn renewed_access_token(
-    store: &TokenStore,
+    sign_ins: &SignIns,
     server: &str,
     url: &str,
 ) -> Result<Option<AccessToken>, SignInError> {
-    token(store, server, url, true).await
+    token(sign_ins, server, url, true).await
 }
 
 async fn token(
-    store: &TokenStore,
+    sign_ins: &SignIns,
     server: &str,
     url: &str,
     renew: bool,
 ) -> Result<Option<AccessToken>, SignInError> {
-    if !matches!(store.status(server, url)?, SignInStatus::SignedIn { .. }) {
+    let seen = sign_ins.read(server).await?;
+    let SignInStatus::SignedIn {
+        expires_in,
+        refreshable,
+    } = SignInStatus::of(seen.as_ref(), url)
+    else {
         return Ok(None);
+    };
+    if renew && !refreshable {
+        return Err(SignInError::Expired {
+            server: server.to_string(),
+        });
     }
+    // Renewed here once it is within RENEW_BEFORE of its end (rmcp renews by itself only in its
+    // last 30 s), so that a connection made now lasts. The supervisor comes back RENEW_BEFORE
+    // ahead, give or take its timer: a little slack.
+    let due = expires_in.is_some_and(|left| {
+        std::time::Duration::from_secs(left) <= RENEW_BEFORE + std::time::Duration::from_secs(5)
+    });
+    let renewing = refreshable && (due || renew);
+    let seen = seen.as_ref().and_then(access_secret);
+    // Replicas sharing the sign-in renew it one at a time; the others then take the new token.
+    let Some(shared) = sign_ins.shared.as_ref().filter(|_| renewing) else {
+        return current_token(sign_ins, server, url, renewing, seen).await;
+    };
+    let renewal = shared.begin_renewal(&files::stem(server)).await?;
+    let token = current_token(sign_ins, server, url, renewing, seen).await;
+    if let Some(renewal) = renewal {
+        shared.release(renewal).await;
+    }
+    token
+}
+
+/// The access token of a kept sign-in.
+fn access_secret(saved: &Saved) -> Option<String> {
+    use oauth2::TokenResponse;
+    saved
+        .credentials
+        .token_response
+        .as_ref()
+        .map(|tokens| tokens.access_token().secret().clone())
+}
+
+/// The kept access token, renewed first when `renew` and it is still the one `seen` before
+/// (another process may have renewed it meanwhile: a replica, or a sign-in).
+async fn current_token(
+    sign_ins: &SignIns,
+    server: &str,
+    url: &str,
+    renew: bool,
+    seen: Option<String>,
+) -> Result<Option<AccessToken>, SignInError> {
     let oauth = |e| SignInError::oauth(url, e);
-    let mut manager = manager(store, server, url).await?;
+    let mut manager = manager(sign_ins, server, url).await?;
     if !manager.initialize_from_store().await.map_err(oauth)? {
         return Ok(None);
     }
-    // Renewed here once it is within RENEW_BEFORE of its end (rmcp renews by itself only in its
-    // last 30 s), so that a connection made now lasts.
-    if let SignInStatus::SignedIn {
-        expires_in,
-        refreshable,
-    } = store.status(server, url)?
-    {
-        // The supervisor comes back RENEW_BEFORE ahead, give or take its timer: a little slack.
-        let due = expires_in.is_some_and(|left| {
-            std::time::Duration::from_secs(left) <= RENEW_BEFORE + std::time::Duration::from_secs(5)
-        });
-        if renew && !refreshable {
-            return Err(SignInError::Expired {
-                server: server.to_string(),
-            });
-        }
-        if refreshable && (due || renew) {
-            match manager.refresh_token().await {
-                Ok(_) => {}
-                Err(AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_)) => {
-                    return Err(SignInError::Expired {
-                        server: server.to_string(),
-                    })
-                }
-                Err(e) => return Err(oauth(e)),
+    let now = sign_ins.read(server).await?;
+    if renew && now.as_ref().and_then(access_secret) == seen {
+        match manager.refresh_token().await {
+            Ok(_) => {}
+            Err(AuthError::AuthorizationRequired | AuthError::TokenRefreshRejected(_)) => {
+                return Err(SignInError::Expired {
+                    server: server.to_string(),
+                })
             }
+            Err(e) => return Err(oauth(e)),
         }
     }
     match manager.get_access_token().await {
         Ok(secret) => {
-            let reconnect_in = match store.status(server, url)? {
+            let reconnect_in = match sign_ins.status(server, url).await? {
                 SignInStatus::SignedIn {
                     expires_in: Some(left),
                     refreshable,
@@ -558,25 +629,25 @@ pub enum SignedOut {
 /// Signs out of `server`: revokes its tokens at the authorization server when it offers
 /// revocation (the refresh token, which ends the grant, then the access token), then removes the
 /// file whatever the server said.
-pub async fn sign_out(store: &TokenStore, server: &str) -> Result<SignedOut, SignInError> {
-    let Some(saved) = store.read(server)? else {
+pub async fn sign_out(sign_ins: &SignIns, server: &str) -> Result<SignedOut, SignInError> {
+    let Some(saved) = sign_ins.read(server).await? else {
         return Ok(SignedOut::NotSignedIn);
     };
-    let outcome = match revoke(store, server, &saved).await {
+    let outcome = match revoke(sign_ins, server, &saved).await {
         Ok(()) => SignedOut::Revoked,
         Err(why) => SignedOut::Forgotten(why),
     };
-    store.remove(server)?;
+    sign_ins.remove(server).await?;
     Ok(outcome)
 }
 
 /// Posts each kept token to the revocation endpoint the server's metadata names.
-async fn revoke(store: &TokenStore, server: &str, saved: &Saved) -> Result<(), String> {
+async fn revoke(sign_ins: &SignIns, server: &str, saved: &Saved) -> Result<(), String> {
     use oauth2::TokenResponse;
     let Some(tokens) = saved.credentials.token_response.as_ref() else {
         return Err("no tokens were kept".into());
     };
-    let manager = manager(store, server, &saved.url)
+    let manager = manager(sign_ins, server, &saved.url)
         .await
         .map_err(|e| e.to_string())?;
     let metadata = manager
@@ -626,23 +697,6 @@ async fn revoke(store: &TokenStore, server: &str, saved: &Saved) -> Result<(), S
     Ok(())
 }
 
-/// Returns once the user's token file of `server` is written or removed (polled each second);
-/// never when there is no config folder.
-pub async fn changed(server: &str) {
-    let Ok(store) = TokenStore::for_user() else {
-        return std::future::pending().await;
-    };
-    let path = store.path(server);
-    let stamp = |path: &Path| std::fs::metadata(path).and_then(|m| m.modified()).ok();
-    let before = stamp(&path);
-    loop {
-        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-        if stamp(&path) != before {
-            return;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -655,13 +709,17 @@ mod tests {
         StoredCredentials::new("client-1".into(), Some(tokens), vec![], token_received_at)
     }
 
+    fn status(store: &TokenStore, server: &str, url: &str) -> SignInStatus {
+        SignInStatus::of(store.read(server).unwrap().as_ref(), url)
+    }
+
     #[test]
     fn tokens_are_kept_per_server_for_one_url_and_readable_by_the_user_alone() {
         let dir = std::env::temp_dir().join(format!("toolsearch-sign-in-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let store = TokenStore::at(dir.join("auth"));
         assert_eq!(
-            store.status("linear", "https://mcp.example/mcp").unwrap(),
+            status(&store, "linear", "https://mcp.example/mcp"),
             SignInStatus::SignedOut
         );
         let saved = Saved {
@@ -669,7 +727,7 @@ mod tests {
             credentials: credentials(Some(now_secs())),
         };
         store.write("linear", &saved).unwrap();
-        match store.status("linear", "https://mcp.example/mcp").unwrap() {
+        match status(&store, "linear", "https://mcp.example/mcp") {
             SignInStatus::SignedIn {
                 expires_in: Some(left),
                 refreshable: true,
@@ -678,20 +736,19 @@ mod tests {
         }
         // Another URL, another server: neither gets these tokens.
         assert!(matches!(
-            store
-                .status("linear", "https://elsewhere.example/mcp")
-                .unwrap(),
+            status(&store, "linear", "https://elsewhere.example/mcp"),
             SignInStatus::OtherUrl { .. }
         ));
         assert_eq!(
-            store.status("linear/", "https://mcp.example/mcp").unwrap(),
+            status(&store, "linear/", "https://mcp.example/mcp"),
             SignInStatus::SignedOut
         );
         assert_ne!(store.path("a/b"), store.path("a_b"));
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
-            let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            let mode =
+                |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
             assert_eq!(mode(&store.path("linear")), 0o600);
             assert_eq!(mode(store.dir()), 0o700);
         }
