@@ -449,6 +449,19 @@ fn the_console_signs_in_to_a_server_in_the_browser() {
         addr.replace(':', "%3A")
     );
     assert!(page.contains(&callback), "{page}");
+    // Behind a proxy that ends TLS (and says so), the browser comes back over https.
+    let mut stream = TcpStream::connect(&addr).unwrap();
+    write!(
+        stream,
+        "POST /api/console/upstreams/demo/sign-in HTTP/1.1\r\nHost: {addr}\r\nX-Forwarded-Proto: https\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut proxied = String::new();
+    stream.read_to_string(&mut proxied).unwrap();
+    assert!(
+        proxied.contains(&format!("https{}", &callback[4..])),
+        "{proxied}"
+    );
     let (status, back) = get(page);
     assert_eq!(status, 302);
     let back = back.unwrap();

@@ -106,7 +106,15 @@ pub(super) async fn sign_in(
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .ok_or_else(|| ApiError::BadQuery("the request has no Host header".into()))?;
-    let redirect_uri = format!("http://{host}{CALLBACK_PATH}");
+    // Behind a proxy that ends TLS, the browser is at https: the proxy says so.
+    let scheme = match headers
+        .get("x-forwarded-proto")
+        .and_then(|h| h.to_str().ok())
+    {
+        Some(proto) if proto.trim().eq_ignore_ascii_case("https") => "https",
+        _ => "http",
+    };
+    let redirect_uri = format!("{scheme}://{host}{CALLBACK_PATH}");
     let sign_ins = actions.gateway.upstreams().sign_ins();
     let sign_in = PendingSignIn::begin(sign_ins, &name, &url, entry.oauth.as_ref(), &redirect_uri)
         .await
