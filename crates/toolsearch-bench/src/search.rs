@@ -4,6 +4,12 @@
 //!
 //! Each (size, ranker) pair runs in a child process (this binary, re-run with a hidden flag), so
 //! the peak RSS it reports belongs to that size alone: a process's high-water mark never goes down.
+//!
+//! When a Python that can import bm25s and PyStemmer is at hand (`--reference-python`, else
+//! `$TOOLSEARCH_PYTHON`, else the test peers' venv; `scripts/install-bench-peers.sh` installs them
+//! there), the BM25 library reference runs too, on the same catalog and queries at each size:
+//! `bm25s_reference.py` in that Python, under a child of its own like every ranker, and the report
+//! gives toolsearch's keyword latency over the library's.
 
 use crate::catalog_file::read_tools;
 use crate::model::{load_for_search, ModelArgs};
@@ -15,7 +21,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 use toolsearch_core::{Catalog, SearchConfig, SearchEngine, SearchMode, SearchRequest, Tool};
-use toolsearch_embed::{embed_tools, Embedder, VectorCache};
+use toolsearch_embed::{embed_tools, Embedder, VectorCache, PYTHON_ENV};
 use toolsearch_eval::synthetic::{self, Pool, Source, SERVER_SIZE};
 use toolsearch_eval::{Dataset, RankerKind};
 
@@ -29,6 +35,12 @@ const REPLACEMENTS: usize = 10;
 const OVERLAP_BUDGET: usize = 10_000_000;
 const OVERLAP_MIN_QUERIES: usize = 50;
 const RANKERS: [&str; 3] = ["toolsearch", "overlap", "bm25-plain"];
+/// The BM25 library reference: bm25s, run by `BM25S_SCRIPT` in a Python that has it.
+const BM25S: &str = "bm25s";
+const BM25S_SCRIPT: &str = include_str!("bm25s_reference.py");
+const BM25S_INSTALL: &str = "install bm25s and PyStemmer into the test peers' venv with \
+     `bash scripts/install-bench-peers.sh`, or point --reference-python (or TOOLSEARCH_PYTHON) at \
+     a Python that has them";
 
 #[derive(Args)]
 pub struct SearchBenchArgs {
@@ -63,6 +75,11 @@ pub struct SearchBenchArgs {
     /// embedding model (installed on first use unless --offline).
     #[arg(long, default_value_t = 5000)]
     hybrid_size: usize,
+    /// Python that runs the BM25 library reference (bm25s with PyStemmer) on the same catalog and
+    /// queries [default: $TOOLSEARCH_PYTHON, else .test-peers/venv/bin/python]; the reference is
+    /// left out, with a note, when it cannot import them.
+    #[arg(long, value_name = "PYTHON")]
+    reference_python: Option<PathBuf>,
     #[command(flatten)]
     model: ModelArgs,
     /// Measure one size with one ranker in this process and print one JSON line (internal).
@@ -95,6 +112,9 @@ struct Measurement {
     p99_us: f64,
     max_us: f64,
     errors: usize,
+    /// The library and its version, for a reference run in another program (bm25s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    library: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -169,6 +189,10 @@ struct SizeReport {
     rss_before_build_mb: Option<f64>,
     catalog_json_mb: f64,
     rankers: Vec<RankerLatency>,
+    /// toolsearch's keyword p50 (and p99) over the BM25 library's (bm25s) on the same catalog and
+    /// queries; null when the library was not measured.
+    keyword_p50_over_bm25s: Option<f64>,
+    keyword_p99_over_bm25s: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -177,6 +201,10 @@ struct RankerLatency {
     p50_us: f64,
     p99_us: f64,
     max_us: f64,
+    build_ms: f64,
+    peak_rss_mb: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    library: Option<String>,
 }
 
 pub fn run(args: SearchBenchArgs) -> Result<()> {
@@ -185,6 +213,10 @@ pub fn run(args: SearchBenchArgs) -> Result<()> {
     if let Some(size) = args.one_size {
         if args.ranker == HYBRID {
             println!("{}", serde_json::to_string(&measure_hybrid(&args, size)?)?);
+            return Ok(());
+        }
+        if args.ranker == BM25S {
+            println!("{}", serde_json::to_string(&measure_bm25s(&args, size)?)?);
             return Ok(());
         }
         let measurement = measure(&args, size)?;
@@ -201,6 +233,7 @@ pub fn run(args: SearchBenchArgs) -> Result<()> {
         );
     }
     let exe = std::env::current_exe().context("finding this program to run each size")?;
+    let mut reference = reference_python(&args);
     let mut sizes = Vec::new();
     let mut details = Vec::new();
     for &size in &args.sizes {
@@ -211,7 +244,23 @@ pub fn run(args: SearchBenchArgs) -> Result<()> {
             }
             per_ranker.push((ranker, child(&exe, &args, size, ranker)?));
         }
+        if let Some(python) = &reference {
+            if !args.json {
+                eprintln!("measuring {BM25S} at {size} tools ...");
+            }
+            match child_bm25s(&exe, &args, size, python) {
+                Ok(m) => per_ranker.push((BM25S, m)),
+                Err(e) => {
+                    eprintln!("note: the BM25 library reference is left out from here on: {e:#}");
+                    reference = None;
+                }
+            }
+        }
         let engine = &per_ranker[0].1;
+        let bm25s = per_ranker
+            .iter()
+            .find(|(name, _)| *name == BM25S)
+            .map(|(_, m)| m);
         sizes.push(SizeReport {
             tools: engine.tools,
             source: engine.source.clone(),
@@ -228,8 +277,13 @@ pub fn run(args: SearchBenchArgs) -> Result<()> {
                     p50_us: m.p50_us,
                     p99_us: m.p99_us,
                     max_us: m.max_us,
+                    build_ms: m.build_ms,
+                    peak_rss_mb: m.peak_rss_mb,
+                    library: m.library.clone(),
                 })
                 .collect(),
+            keyword_p50_over_bm25s: bm25s.map(|b| ratio(engine.p50_us, b.p50_us)),
+            keyword_p99_over_bm25s: bm25s.map(|b| ratio(engine.p99_us, b.p99_us)),
         });
         details.push(per_ranker);
     }
@@ -276,7 +330,23 @@ fn child_command(exe: &Path, args: &SearchBenchArgs, size: usize, ranker: &str) 
 }
 
 fn child(exe: &Path, args: &SearchBenchArgs, size: usize, ranker: &str) -> Result<Measurement> {
-    let output = child_command(exe, args, size, ranker)
+    run_child(child_command(exe, args, size, ranker), exe, size, ranker)
+}
+
+/// The BM25 library reference at one size, in a child that runs it in `python`.
+fn child_bm25s(
+    exe: &Path,
+    args: &SearchBenchArgs,
+    size: usize,
+    python: &Path,
+) -> Result<Measurement> {
+    let mut command = child_command(exe, args, size, BM25S);
+    command.arg("--reference-python").arg(python);
+    run_child(command, exe, size, BM25S)
+}
+
+fn run_child(mut command: Command, exe: &Path, size: usize, ranker: &str) -> Result<Measurement> {
+    let output = command
         .output()
         .with_context(|| format!("running {} for {size} tools", exe.display()))?;
     if !output.status.success() {
@@ -317,6 +387,193 @@ fn child_hybrid(exe: &Path, args: &SearchBenchArgs) -> Result<Option<HybridMeasu
     serde_json::from_str(line)
         .map(Some)
         .with_context(|| format!("reading the hybrid measurement: {line}"))
+}
+
+/// The Python that runs the BM25 library reference: `--reference-python`, else
+/// `$TOOLSEARCH_PYTHON`, else the test peers' venv (`$TOOLSEARCH_TEST_PEERS`, else `.test-peers`,
+/// from the current folder), when it can import bm25s and Stemmer. Otherwise `None`, after one
+/// line saying why and how to install them.
+fn reference_python(args: &SearchBenchArgs) -> Option<PathBuf> {
+    let from_env = |key: &str| std::env::var_os(key).filter(|v| !v.is_empty());
+    let python = args
+        .reference_python
+        .clone()
+        .or_else(|| from_env(PYTHON_ENV).map(PathBuf::from))
+        .unwrap_or_else(|| {
+            from_env("TOOLSEARCH_TEST_PEERS")
+                .map_or_else(|| PathBuf::from(".test-peers"), PathBuf::from)
+                .join("venv/bin/python")
+        });
+    let why = match Command::new(&python)
+        .args(["-c", "import bm25s, Stemmer"])
+        .output()
+    {
+        Ok(output) if output.status.success() => return Some(python),
+        Ok(_) => format!("{} cannot import bm25s and Stemmer", python.display()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            format!("no Python at {}", python.display())
+        }
+        Err(e) => format!("cannot run {}: {e}", python.display()),
+    };
+    eprintln!("note: the BM25 library reference (bm25s) is not measured: {why}; {BM25S_INSTALL}");
+    None
+}
+
+/// The BM25 library at one size: the workload's tools as the published reference's texts and
+/// its queries, handed to `BM25S_SCRIPT` in `--reference-python` through a temporary file.
+fn measure_bm25s(args: &SearchBenchArgs, size: usize) -> Result<Measurement> {
+    let Some(python) = &args.reference_python else {
+        return Err(BadInput(format!("--ranker {BM25S} needs --reference-python")).into());
+    };
+    let Workload {
+        tools,
+        source,
+        queries,
+    } = workload(args, size)?;
+    let catalog_json_mb = catalog_json_bytes(&tools)? as f64 / MIB;
+    #[derive(Serialize)]
+    struct Input<'a> {
+        k: usize,
+        texts: Vec<String>,
+        queries: &'a [String],
+    }
+    let input = Input {
+        k: LIMIT,
+        texts: tools.iter().map(reference_text).collect(),
+        queries: &queries,
+    };
+    let mut file = tempfile::NamedTempFile::new()
+        .context("making a temporary file for the bm25s reference's input")?;
+    serde_json::to_writer(std::io::BufWriter::new(file.as_file_mut()), &input)
+        .context("writing the bm25s reference's input")?;
+    drop(input);
+    let output = Command::new(python)
+        .arg("-c")
+        .arg(BM25S_SCRIPT)
+        .arg(file.path())
+        // One thread, as every ranker here runs.
+        .envs([
+            ("OMP_NUM_THREADS", "1"),
+            ("OPENBLAS_NUM_THREADS", "1"),
+            ("MKL_NUM_THREADS", "1"),
+        ])
+        .output()
+        .with_context(|| format!("running {} for the bm25s reference", python.display()))?;
+    if !output.status.success() {
+        bail!(
+            "{} running the bm25s reference exited with {}: {}",
+            python.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    let out = parse_bm25s_output(&String::from_utf8_lossy(&output.stdout), queries.len())?;
+    let (p50_us, p99_us, max_us) = percentiles(out.latencies_us);
+    Ok(Measurement {
+        tools: tools.len(),
+        source,
+        queries: queries.len(),
+        build_ms: out.build_ms,
+        replace_server_ms: None,
+        replace_server_max_ms: None,
+        rss_at_start_mb: out.rss_at_start_mb,
+        rss_before_build_mb: out.rss_before_build_mb,
+        peak_rss_mb: out.peak_rss_mb,
+        catalog_json_mb,
+        p50_us,
+        p99_us,
+        max_us,
+        errors: out.errors,
+        library: Some(out.library),
+    })
+}
+
+/// What `BM25S_SCRIPT` prints, as one JSON line.
+#[derive(Debug, Deserialize)]
+struct Bm25sOutput {
+    library: String,
+    build_ms: f64,
+    /// One per query, in order, in µs.
+    latencies_us: Vec<f64>,
+    errors: usize,
+    rss_at_start_mb: Option<f64>,
+    rss_before_build_mb: Option<f64>,
+    peak_rss_mb: Option<f64>,
+}
+
+/// The last line of the script's output, which must have timed every one of `queries`.
+fn parse_bm25s_output(stdout: &str, queries: usize) -> Result<Bm25sOutput> {
+    let line = stdout
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or_default();
+    let out: Bm25sOutput = serde_json::from_str(line).with_context(|| {
+        format!("reading the bm25s reference's output (one JSON line expected): {line:?}")
+    })?;
+    if out.latencies_us.len() != queries {
+        bail!(
+            "the bm25s reference timed {} queries of {queries}",
+            out.latencies_us.len()
+        );
+    }
+    if out.errors > queries {
+        bail!(
+            "the bm25s reference counted {} errors in {queries} queries",
+            out.errors
+        );
+    }
+    Ok(out)
+}
+
+/// A tool's text as the published BM25 library reference indexed it: the name split into words
+/// (at `_`, `-`, `.` and camelCase humps), the description, then each parameter's name, split
+/// the same way, and description.
+fn reference_text(tool: &Tool) -> String {
+    let mut text = split_name(&tool.name);
+    let mut push = |part: &str| {
+        if !part.is_empty() {
+            if !text.is_empty() {
+                text.push(' ');
+            }
+            text.push_str(part);
+        }
+    };
+    push(&tool.description);
+    for (name, description) in tool.parameters() {
+        push(&split_name(&name));
+        push(&description);
+    }
+    text
+}
+
+/// `getHTTPResponse_v2.list-all` → `get HTTP Response v2 list all`.
+fn split_name(name: &str) -> String {
+    let chars: Vec<char> = name.chars().collect();
+    let mut out = String::with_capacity(name.len() + 8);
+    for (i, &c) in chars.iter().enumerate() {
+        if matches!(c, '_' | '-' | '.') {
+            out.push(' ');
+            continue;
+        }
+        if let Some(&prev) = i.checked_sub(1).and_then(|p| chars.get(p)) {
+            let next = chars.get(i + 1).copied();
+            let hump = (prev.is_lowercase() || prev.is_numeric()) && c.is_uppercase();
+            // HTTPResponse: a run of capitals ends before the one that starts a word.
+            let acronym_end =
+                prev.is_uppercase() && c.is_uppercase() && next.is_some_and(char::is_lowercase);
+            if hump || acronym_end {
+                out.push(' ');
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `ours / theirs`, guarded against a zero denominator.
+fn ratio(ours: f64, theirs: f64) -> f64 {
+    ours / theirs.max(f64::EPSILON)
 }
 
 /// Model load, cold embedding of the whole catalog, a restart from the vector cache, and hybrid
@@ -671,6 +928,7 @@ fn measure(args: &SearchBenchArgs, size: usize) -> Result<Measurement> {
         p99_us: 0.0,
         max_us: 0.0,
         errors: 0,
+        library: None,
     };
     if kind == RankerKind::Toolsearch {
         let started = Instant::now();
@@ -848,6 +1106,54 @@ fn print_table(report: &Report, details: &[Vec<(&str, Measurement)>]) {
          evaluation datasets they were pooled from), and its peak from the start of the build on \
          (+ index, VmHWM); engine = peak minus start. MB = 2^20 bytes."
     );
+    print_bm25s(report, details);
+}
+
+/// toolsearch against the BM25 library, at the sizes where the library ran.
+fn print_bm25s(report: &Report, details: &[Vec<(&str, Measurement)>]) {
+    let rows: Vec<(&SizeReport, &Measurement, &Measurement)> = report
+        .sizes
+        .iter()
+        .zip(details)
+        .filter_map(|(size, per_ranker)| {
+            let bm25s = per_ranker.iter().find(|(name, _)| *name == BM25S)?;
+            Some((size, &per_ranker[0].1, &bm25s.1))
+        })
+        .collect();
+    let Some((_, _, first)) = rows.first() else {
+        return;
+    };
+    println!();
+    println!(
+        "| tools | toolsearch p50 / {BM25S} p50 | toolsearch p99 / {BM25S} p99 | build: toolsearch / {BM25S} | + index (peak): toolsearch / {BM25S} |"
+    );
+    println!("|---:|---:|---:|---:|---:|");
+    for (size, engine, bm25s) in &rows {
+        let index = |m: &Measurement| match (m.peak_rss_mb, m.rss_before_build_mb) {
+            (Some(peak), Some(before)) => Some(peak - before),
+            _ => None,
+        };
+        println!(
+            "| {} | {:.2}× | {:.2}× | {:.0} / {:.0} ms | {} / {} |",
+            size.tools,
+            ratio(engine.p50_us, bm25s.p50_us),
+            ratio(engine.p99_us, bm25s.p99_us),
+            engine.build_ms,
+            bm25s.build_ms,
+            opt(index(engine), "MB"),
+            opt(index(bm25s), "MB"),
+        );
+    }
+    println!();
+    println!(
+        "{BM25S}: the BM25 library ({}) in its own Python process, on the same tools and queries: \
+         each tool's name split into words, description, parameter names and descriptions; \
+         English stemmer and stopwords; each query tokenized and its top {LIMIT} retrieved on one \
+         thread, warm, one at a time. Below 1× toolsearch is faster. Build: tokenizing and \
+         indexing. + index: peak RSS minus RSS before the build (for {BM25S}, its Python process \
+         with the texts read).",
+        first.library.as_deref().unwrap_or(BM25S)
+    );
 }
 
 fn opt(value: Option<f64>, unit: &str) -> String {
@@ -891,5 +1197,61 @@ mod tests {
         let expected =
             r#"[{"name":"a","description":"b","inputSchema":{"properties":{},"type":"object"}}]"#;
         assert_eq!(catalog_json_bytes(&tools).unwrap(), expected.len() as u64);
+    }
+
+    #[test]
+    fn names_are_split_as_the_published_reference_split_them() {
+        assert_eq!(
+            split_name("getHTTPResponse_v2.list-all"),
+            "get HTTP Response v2 list all"
+        );
+        assert_eq!(split_name("search"), "search");
+        assert_eq!(split_name("URL"), "URL");
+        assert_eq!(split_name(""), "");
+    }
+
+    #[test]
+    fn reference_text_holds_name_description_and_parameters() {
+        let tool =
+            Tool::new("sendSlackMessage", "Post a message.").with_schema(serde_json::json!({
+                "type": "object",
+                "properties": {
+                    "channel_id": {"type": "string", "description": "Where to post"},
+                    "text": {"type": "string"}
+                }
+            }));
+        assert_eq!(
+            reference_text(&tool),
+            "send Slack Message Post a message. channel id Where to post text"
+        );
+        assert_eq!(reference_text(&Tool::new("a_b", "")), "a b");
+    }
+
+    #[test]
+    fn bm25s_output_is_read_from_its_last_line() {
+        let stdout = "a warning the library printed\n\
+            {\"library\": \"bm25s 0.3.16\", \"build_ms\": 12.5, \"latencies_us\": [30.0, 10.0, 20.0], \
+            \"errors\": 0, \"rss_at_start_mb\": 48.0, \"rss_before_build_mb\": 50.0, \"peak_rss_mb\": null}\n";
+        let out = parse_bm25s_output(stdout, 3).unwrap();
+        assert_eq!(out.library, "bm25s 0.3.16");
+        assert_eq!(out.build_ms, 12.5);
+        assert_eq!(out.latencies_us, [30.0, 10.0, 20.0]);
+        assert_eq!(out.rss_before_build_mb, Some(50.0));
+        assert_eq!(out.peak_rss_mb, None);
+    }
+
+    #[test]
+    fn bm25s_output_that_does_not_fit_is_an_error_that_says_so() {
+        let line = r#"{"library": "bm25s", "build_ms": 1, "latencies_us": [1.0], "errors": 0,
+            "rss_at_start_mb": null, "rss_before_build_mb": null, "peak_rss_mb": null}"#
+            .replace('\n', " ");
+        let short = parse_bm25s_output(&line, 2).unwrap_err().to_string();
+        assert!(short.contains("timed 1 queries of 2"), "{short}");
+        let junk = parse_bm25s_output("Traceback (most recent call last)", 1)
+            .unwrap_err()
+            .to_string();
+        assert!(junk.contains("one JSON line expected"), "{junk}");
+        let empty = parse_bm25s_output("", 1).unwrap_err().to_string();
+        assert!(empty.contains("bm25s reference"), "{empty}");
     }
 }

@@ -140,7 +140,22 @@ fn json_report_has_the_documented_shape() {
             .iter()
             .map(|r| r["ranker"].as_str().unwrap_or_default())
             .collect();
-        assert_eq!(rankers, ["toolsearch", "overlap", "bm25-plain"]);
+        // The BM25 library reference (bm25s) runs where the test peers' Python has it, which
+        // only scripts/install-bench-peers.sh installs.
+        let with_bm25s = rankers.len() == 4;
+        let expected: &[&str] = if with_bm25s {
+            &["toolsearch", "overlap", "bm25-plain", "bm25s"]
+        } else {
+            &["toolsearch", "overlap", "bm25-plain"]
+        };
+        assert_eq!(rankers, expected);
+        for ratio in ["keyword_p50_over_bm25s", "keyword_p99_over_bm25s"] {
+            if with_bm25s {
+                assert!(number(size, ratio) > 0.0);
+            } else {
+                assert!(size[ratio].is_null(), "{ratio} without bm25s: {size}");
+            }
+        }
         for ranker in size["rankers"].as_array().into_iter().flatten() {
             let (p50, p99, max) = (
                 number(ranker, "p50_us"),
@@ -202,6 +217,46 @@ fn a_valid_setting_is_accepted_by_every_measuring_process() {
         "--json",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
+}
+
+/// Without a Python that has bm25s the run goes on without the BM25 library reference, after one
+/// note saying how to install it.
+#[test]
+fn a_missing_bm25s_is_one_note_and_no_row() {
+    let out = toolsearch(&[
+        "bench",
+        "search",
+        "--hybrid-size",
+        "0",
+        "--sizes",
+        "60,120",
+        "--max-queries",
+        "3",
+        "--datasets",
+        NO_DATASETS,
+        "--reference-python",
+        "/nonexistent/toolsearch-bench-cli/python",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let notes: Vec<String> = stderr(&out)
+        .lines()
+        .filter(|l| l.contains("bm25s"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].contains("no Python at /nonexistent/toolsearch-bench-cli/python")
+            && notes[0].contains("scripts/install-bench-peers.sh"),
+        "{}",
+        notes[0]
+    );
+    let report: Value = serde_json::from_slice(&out.stdout).expect("stdout is one JSON document");
+    for size in report["sizes"].as_array().expect("a `sizes` array") {
+        let rankers = size["rankers"].as_array().expect("a `rankers` array");
+        assert_eq!(rankers.len(), 3, "{size}");
+        assert!(size["keyword_p50_over_bm25s"].is_null(), "{size}");
+    }
 }
 
 /// `bench gateway` with tiny counts: every measurement runs, nothing fails, and the JSON report
