@@ -88,6 +88,65 @@ fn the_gateway_finds_a_tool_by_a_request_that_shares_no_word_with_it() {
     );
 }
 
+/// The memory and filesystem servers of the README's example, as they list their tools, filed
+/// as the example files them: "remember that Alice likes tea" matches one word of a file tool
+/// ("like" in `search_files`), while meaning, weakly, puts a memory tool first. The answer keeps
+/// that memory tool beside the word match rather than showing the word match alone.
+#[test]
+fn a_match_of_one_word_does_not_hide_the_tool_meaning_puts_first() {
+    if !model_present() {
+        return;
+    }
+    let dir = peers::scratch("hybrid-one-word");
+    let everyday: Vec<Value> = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../../tests/data/everyday/tools.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut config = String::new();
+    for server in ["memory", "filesystem"] {
+        let tools: Vec<&Value> = everyday.iter().filter(|t| t["server"] == server).collect();
+        let path = dir.file(
+            &format!("{server}.json"),
+            &serde_json::to_string(&tools).unwrap(),
+        );
+        config.push_str(&format!(
+            "[mcpServers.{server}]\ncommand = {python}\nargs = [{script}, {tools}]\n\n",
+            python = peers::toml_str(&peers::venv_python()),
+            script = peers::toml_str(&peers::client("catalog_server.py")),
+            tools = peers::toml_str(&path.to_string_lossy()),
+        ));
+    }
+    config.push_str(
+        "[toolSearch.categories]\nmemory = \"knowledge\"\nfilesystem = \"files\"\n\n\
+         [toolSearch.tags]\nmemory = [\"graph\", \"notes\"]\nfilesystem = [\"files\", \"directories\"]\n",
+    );
+    let config = dir.file("gateway.toml", &config);
+    let gateway = serve_http(&config);
+    let status = wait_for_search(&gateway.addr());
+    assert_eq!(status["state"], "ready", "{status}");
+
+    let report = run_client_at(
+        "mcp_client.py",
+        &gateway.url,
+        &json!([search_step("remember that Alice likes tea", None)]),
+    );
+    let found = &report["steps"][0]["structured"];
+    let names: Vec<&str> = found["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
+    assert!(
+        names.iter().any(|name| name.starts_with("memory___")),
+        "{found}"
+    );
+}
+
 #[test]
 fn without_the_model_search_warns_once_and_searches_by_words() {
     let dir = peers::scratch("no-model");

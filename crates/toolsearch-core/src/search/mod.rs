@@ -561,6 +561,8 @@ impl SearchEngine {
         }
         // The dense side's first tool, when it leads the second by a clear margin.
         let mut dense_first = None;
+        // The dense side's first tool, whatever its margin.
+        let mut dense_top = None;
         let mut candidates = match mode {
             SearchMode::Keyword | SearchMode::Hybrid | SearchMode::Semantic if query.is_empty() => {
                 return Ok(self.browse(request))
@@ -573,6 +575,7 @@ impl SearchEngine {
                             // Read over the whole ranking, before the list is cut to candidates.
                             let dense_standout = standout(all.iter().map(|&(_, s)| s));
                             dense_first = clear_first(&all);
+                            dense_top = all.first().map(|&(slot, _)| slot);
                             let dense = self.dense_list(&keyword, all);
                             self.fuse(query, keyword, &dense, dense_standout)
                         }
@@ -669,12 +672,23 @@ impl SearchEngine {
             .filter(|c| !c.exact && own_score(c) < cut)
             .min_by(|a, b| self.rank_order(a, b))
             .copied();
+        // A first result that meaning does not support (it matched words only) never hides the
+        // tool meaning puts first: "remember that Alice likes tea" led by a tool whose text says
+        // "like" keeps the memory tool beside it.
+        let words_only_first = candidates
+            .iter()
+            .min_by(|a, b| self.rank_order(a, b))
+            .is_some_and(|c| {
+                !c.exact && c.evidence.similarity.unwrap_or(0.0) < self.config.min_similarity
+            });
+        let kept_by_meaning = dense_first.or(dense_top.filter(|_| words_only_first));
         if let Some(first_under) = first_under {
-            // The dense side's clear first stays past the band (not past the threshold).
+            // The dense side's first stays past the band (not past the threshold) when it leads
+            // by a clear margin, or when the first result is a match of words alone.
             candidates.retain(|c| {
                 c.exact
                     || self.rank_order(c, &first_under) == std::cmp::Ordering::Less
-                    || (Some(c.slot) == dense_first && own_score(c) >= threshold)
+                    || (Some(c.slot) == kept_by_meaning && own_score(c) >= threshold)
             });
         }
         let after_threshold = candidates.len();

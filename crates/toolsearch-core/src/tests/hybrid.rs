@@ -371,3 +371,48 @@ fn the_model_reads_a_long_query_up_to_the_cut_and_the_words_read_it_all() {
     );
     assert!(seen[0].starts_with("please kindly please"));
 }
+
+/// A first result that only words support ("like" in a file tool's text) does not hide, under
+/// the top band, the tool meaning puts first, even when meaning alone is too weak to be sure of
+/// it (here every similarity is under `min_similarity`, so the meaning side gives guesses).
+#[test]
+fn a_words_only_first_result_keeps_the_meanings_first_beside_it() {
+    let mut tools = tools();
+    tools.push(
+        Tool::new(
+            "search_files",
+            "Finds files by name. Use a pattern like *.txt to match them.",
+        )
+        .with_server("files"),
+    );
+    // Close to `get_forecast` by meaning: the meaning side's first leads by no clear margin.
+    tools.push(Tool::new("get_outlook", "Returns the forecast for a town.").with_server("weather"));
+    let config = SearchConfig {
+        min_similarity: 0.99,
+        ..SearchConfig::default()
+    };
+    let mut engine = SearchEngine::build(tools, config, Default::default()).unwrap();
+    engine.set_embedder(Some(Arc::new(ConceptEmbedder::new("concepts-v1"))));
+    engine.embed_pending().unwrap();
+    let query = "umbrella pattern";
+    let all = engine
+        .search(
+            &SearchRequest::new(query)
+                .mode(SearchMode::Hybrid)
+                .top_band(0.0),
+        )
+        .unwrap();
+    assert_eq!(all.tools[0].tool.name, "search_files", "{:?}", all.tools);
+    // A band that the guess falls under: without the rule only `search_files` is left.
+    let banded = engine
+        .search(
+            &SearchRequest::new(query)
+                .mode(SearchMode::Hybrid)
+                .top_band(0.9),
+        )
+        .unwrap();
+    let names: Vec<&str> = banded.tools.iter().map(|h| h.tool.name.as_str()).collect();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(names[0], "search_files");
+    assert!(names[1].starts_with("get_"), "{names:?}");
+}
