@@ -753,8 +753,9 @@ fn redis_contents(port: u16) -> String {
 /// `TOOLSEARCH_TOKEN_KEY`: a sign-in made once (here by `auth login` on another machine's
 /// folder) brings every running replica to the server, a replica started later joins it from
 /// the start, renewals are the deployment's (one renewal for both replicas; the authorization
-/// server's refresh tokens are good for one use), Redis never holds a token in the clear, and
-/// `auth logout --config` signs every replica out. A key too short is refused at start.
+/// server's refresh tokens are good for one use), Redis never holds a token in the clear,
+/// `auth logout --config` signs every replica out, and a sign-in kept in a folder before moves to
+/// Redis. A key too short is refused at start.
 #[test]
 fn replicas_share_one_sign_in_through_redis_sealed() {
     let dir = peers::scratch("auth-cli-replicas");
@@ -815,21 +816,23 @@ fn replicas_share_one_sign_in_through_redis_sealed() {
         assert!(greets(gateway));
     }
 
-    // One renewal serves both (due 10 s in: 70 s less the minute).
-    let deadline = Instant::now() + Duration::from_secs(45);
-    while ![&one, &two]
-        .iter()
-        .all(|g| g.log().contains("renewing the sign-in's access token"))
-    {
-        assert!(Instant::now() < deadline, "{:?}", events(&log));
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    // One renewal serves both (due 10 s in: 70 s less the minute; the next is 10 s after it).
     let refreshes = || {
         events(&log)
             .iter()
             .filter(|e| e["event"] == "refresh_token")
             .count()
     };
+    let deadline = Instant::now() + Duration::from_secs(45);
+    while refreshes() == 0
+        || ![&one, &two]
+            .iter()
+            .all(|g| g.log().contains("renewing the sign-in's access token"))
+    {
+        assert!(Instant::now() < deadline, "{:?}", events(&log));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(2));
     assert_eq!(refreshes(), 1, "{:?}", events(&log));
     for gateway in [&one, &two] {
         let deadline = Instant::now() + Duration::from_secs(15);
@@ -884,6 +887,19 @@ fn replicas_share_one_sign_in_through_redis_sealed() {
     let four = replica("four", true);
     assert_eq!(upstream(&four.addr, "py")["state"], "needs_authorization");
     drop(four);
+
+    // A sign-in made in a folder before sharing (no key then) moves to Redis on first use.
+    let login = Login::start(&elsewhere, &config, "py", &[], Stdio::null());
+    let (_, back) = get(&login.page);
+    assert_eq!(get(&back.unwrap()).0, 200);
+    assert!(login.finish().0);
+    let kept_before = elsewhere.join("toolsearch/auth");
+    assert_eq!(std::fs::read_dir(&kept_before).unwrap().count(), 1);
+    let moved = serve_with(&elsewhere, &key, &config, true);
+    assert_eq!(upstream(&moved.addr, "py")["state"], "ready");
+    assert_eq!(std::fs::read_dir(&kept_before).unwrap().count(), 0);
+    assert!(redis_contents(redis.port).contains("toolsearch:signin:py-"));
+    drop(moved);
 
     // Without the key, the status says sign-ins are per replica; with one too short, the
     // gateway does not start.

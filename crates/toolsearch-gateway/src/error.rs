@@ -16,9 +16,10 @@ pub enum GatewayError {
     #[error(transparent)]
     SharedState(Box<crate::shared::SharedStateError>),
 
-    /// Where sign-ins are kept cannot be set up (a key too short to seal them with).
-    #[error(transparent)]
-    SignIns(Box<crate::upstream::sign_in::SignInError>),
+    /// Where sign-ins are kept cannot be set up (a key too short to seal them with); the
+    /// sign-in module's message.
+    #[error("{0}")]
+    SignIns(String),
 
     #[error("unknown upstream server `{server}`; configured servers: {known}")]
     UnknownServer { server: String, known: String },

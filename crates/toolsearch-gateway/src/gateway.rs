@@ -69,7 +69,7 @@ impl Gateway {
         let mut disclosure = Disclosure::new(config.disclosure_config())?;
         let engine = config.search_engine()?;
         let sign_ins =
-            SignIns::from_state(&config.state).map_err(|e| GatewayError::SignIns(Box::new(e)))?;
+            SignIns::from_state(&config.state).map_err(|e| GatewayError::SignIns(e.to_string()))?;
         if let Some(warning) = crate::upstream::sign_in::unshared(&config.state) {
             if config.has_http_servers() {
                 tracing::warn!("{warning}");

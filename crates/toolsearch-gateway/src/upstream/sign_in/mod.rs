@@ -182,7 +182,7 @@ impl SignIns {
     }
 
     /// What is kept for `server`. Shared: what Redis holds, else a sign-in the user made before
-    /// sharing (their folder's), which is shared from then on.
+    /// sharing (their folder's), which moves to Redis (so that no copy outlives a sign-out).
     async fn read(&self, server: &str) -> Result<Option<Saved>, SignInError> {
         let from_files = || match &self.files {
             Some(files) => files.read(server),
@@ -201,8 +201,9 @@ impl SignIns {
                 });
         }
         let earlier = from_files()?;
-        if let Some(saved) = &earlier {
+        if let (Some(saved), Some(files)) = (&earlier, &self.files) {
             self.write(server, saved).await?;
+            files.remove(server)?;
         }
         Ok(earlier)
     }
