@@ -148,6 +148,19 @@ fn upstream(addr: &str, name: &str) -> Value {
     peers::upstream_view(addr, name)
 }
 
+/// Waits (at most `secs`) for server `name` of the gateway at `addr` to be in `state`; what the
+/// console says of it last.
+fn state_within(addr: &str, name: &str, state: &str, secs: u64) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let seen = upstream(addr, name);
+        if seen["state"] == state || Instant::now() > deadline {
+            return seen;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn a_gateway_signs_in_to_an_oauth_server_and_joins_it() {
     let dir = peers::scratch("auth-cli");
@@ -609,14 +622,7 @@ impl PythonSignIn {
 
     /// Waits (at most 30 s) for the server's state in the console to be `state`.
     fn wait_for(&self, state: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let seen = upstream(&self.gateway.addr, "py");
-            if seen["state"] == state || Instant::now() > deadline {
-                return seen;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        state_within(&self.gateway.addr, "py", state, 30)
     }
 }
 
@@ -777,15 +783,8 @@ fn replicas_share_one_sign_in_through_redis_sealed() {
     let replica = |name: &str, wait: bool| serve_with(&dir.join(name), &key, &config, wait);
     let (one, two) = (replica("one", false), replica("two", false));
     for gateway in [&one, &two] {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while upstream(&gateway.addr, "py")["state"] != "needs_authorization" {
-            assert!(
-                Instant::now() < deadline,
-                "{}",
-                upstream(&gateway.addr, "py")
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let seen = state_within(&gateway.addr, "py", "needs_authorization", 30);
+        assert_eq!(seen["state"], "needs_authorization", "{seen}");
     }
 
     let elsewhere = dir.join("operator");
@@ -804,15 +803,8 @@ fn replicas_share_one_sign_in_through_redis_sealed() {
             .contains("Hello, Ada!")
     };
     for gateway in [&one, &two] {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while upstream(&gateway.addr, "py")["state"] != "ready" {
-            assert!(
-                Instant::now() < deadline,
-                "{}",
-                upstream(&gateway.addr, "py")
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let seen = state_within(&gateway.addr, "py", "ready", 30);
+        assert_eq!(seen["state"], "ready", "{seen}");
         assert!(greets(gateway));
     }
 
@@ -835,15 +827,8 @@ fn replicas_share_one_sign_in_through_redis_sealed() {
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(refreshes(), 1, "{:?}", events(&log));
     for gateway in [&one, &two] {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        while upstream(&gateway.addr, "py")["state"] != "ready" {
-            assert!(
-                Instant::now() < deadline,
-                "{}",
-                upstream(&gateway.addr, "py")
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let seen = state_within(&gateway.addr, "py", "ready", 15);
+        assert_eq!(seen["state"], "ready", "{seen}");
         assert!(greets(gateway));
     }
 

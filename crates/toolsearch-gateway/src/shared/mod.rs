@@ -21,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::broadcast;
 use toolsearch_core::SessionSnapshot;
 
+pub(crate) use redis_state::lazy_connection;
 pub use redis_state::RedisState;
 
 /// A token's identity where sessions are kept (the owner of an MCP session, in this process and

@@ -165,13 +165,7 @@ impl RedisState {
         };
         let client = redis::Client::open(url).map_err(fail)?;
         let timeout = Duration::from_millis(config.timeout_ms);
-        let manager_config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
-        let connection = ConnectionManager::new_lazy_with_config(client.clone(), manager_config)
-            .map_err(fail)?;
+        let connection = lazy_connection(client.clone(), timeout).map_err(fail)?;
         let state = Arc::new(Self {
             url: shown,
             prefix: config.prefix.clone(),
@@ -510,6 +504,20 @@ impl SharedSessions for RedisState {
 /// Says at start whether Redis answers (an error a deployment sees at once when it does not),
 /// then pings it every few seconds so that `/metrics` tells when it stops answering even while
 /// no request needs it.
+/// A connection to `client`'s Redis, made on first use and again after a failure, every command
+/// answered within `timeout` (`state.timeoutMs`) or failed.
+pub(crate) fn lazy_connection(
+    client: redis::Client,
+    timeout: Duration,
+) -> redis::RedisResult<ConnectionManager> {
+    let config = redis::aio::ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(timeout))
+        .set_response_timeout(Some(timeout))
+        .set_number_of_retries(2)
+        .set_max_delay(Duration::from_millis(500));
+    ConnectionManager::new_lazy_with_config(client, config)
+}
+
 async fn watch(state: std::sync::Weak<RedisState>) {
     let mut first = true;
     loop {

@@ -142,12 +142,7 @@ impl SharedTokens {
         };
         let client = redis::Client::open(url).map_err(fail)?;
         let timeout = Duration::from_millis(state.timeout_ms);
-        let config = redis::aio::ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(timeout))
-            .set_response_timeout(Some(timeout))
-            .set_number_of_retries(2)
-            .set_max_delay(Duration::from_millis(500));
-        let connection = ConnectionManager::new_lazy_with_config(client, config).map_err(fail)?;
+        let connection = crate::shared::lazy_connection(client, timeout).map_err(fail)?;
         Ok(Self {
             shown,
             prefix: state.prefix.clone(),
