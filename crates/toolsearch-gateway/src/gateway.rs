@@ -402,5 +402,6 @@ async fn settle_first_starts(gateway: Weak<Gateway>) {
     // The indexing task may not have run yet for a server that just became ready.
     gateway.indexer.resync().await;
     first_starts.mark_settled(gateway.read_engine().catalog().len());
+    gateway.semantic.upstreams_settled();
     gateway.notify_changed_sessions().await;
 }

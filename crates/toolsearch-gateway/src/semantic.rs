@@ -58,6 +58,9 @@ pub struct Semantic {
     engine: SharedEngine,
     /// Wakes the indexing thread when a server's tools changed.
     wake: Mutex<Option<Sender<()>>>,
+    /// Whether the upstreams' first starts have settled: "ready" is said once every tool of
+    /// the catalog they make has its vector, not when the first server's have.
+    settled: std::sync::atomic::AtomicBool,
 }
 
 /// Where the embedding thread finds vectors other replicas computed, and counts where each came
@@ -96,6 +99,7 @@ impl Semantic {
             }),
             engine,
             wake: Mutex::new(None),
+            settled: std::sync::atomic::AtomicBool::new(false),
         });
         if config.enabled {
             let (sender, receiver) = std::sync::mpsc::channel();
@@ -125,6 +129,13 @@ impl Semantic {
             // A closed channel means the thread has ended (no model): nothing to wake.
             sender.send(()).ok();
         }
+    }
+
+    /// Tells the indexing thread that the upstreams' first starts have settled.
+    pub fn upstreams_settled(&self) {
+        self.settled
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.tools_changed();
     }
 
     pub fn phase(&self) -> SemanticPhase {
@@ -189,7 +200,7 @@ fn run(
             .set_embedder(Some(model.clone()));
         semantic.set_phase(SemanticPhase::Embedding);
     }
-    let mut announced = false;
+    let mut announced = Announcement::default();
     loop {
         let Some(semantic) = weak.upgrade() else {
             return;
@@ -222,16 +233,27 @@ fn open_cache(model: &dyn Embedder) -> VectorCache {
     VectorCache::open(path, model_id, model.dimensions()).0
 }
 
+/// What the rounds before "ready" was said did, to say it with their sum.
+#[derive(Default)]
+struct Announcement {
+    done: bool,
+    cached: usize,
+    shared: usize,
+    embedded: usize,
+    elapsed_ms: u64,
+}
+
 /// Gives every tool without a vector its vector (from the cache, the other replicas or the
-/// model) and saves the cache. The first time every tool has its vector is announced; later
-/// rounds (a server re-listed, a late one joining) are logged at debug level, so that the log
-/// says "ready" once.
+/// model) and saves the cache. The first time every tool has its vector once the upstreams'
+/// first starts have settled is announced, with what the rounds up to then did; later rounds (a
+/// server re-listed, a late one joining) are logged at debug level, so that the log says
+/// "ready" once, after the catalog is whole.
 fn catch_up(
     semantic: &Semantic,
     model: &dyn Embedder,
     cache: &mut VectorCache,
     sources: &VectorSources,
-    announced: &mut bool,
+    announced: &mut Announcement,
 ) {
     let started = Instant::now();
     let embedded = embed_pending(&semantic.engine, model, cache, sources);
@@ -251,31 +273,35 @@ fn catch_up(
         .tool_vectors(stats.embedded, stats.cached, stats.shared);
     let status = semantic.status();
     semantic.set_phase(SemanticPhase::Ready);
-    if stats.cached + stats.shared + stats.embedded == 0 {
-        return;
-    }
     let (tools, elapsed_ms) = (status.vectors.total, started.elapsed().as_millis() as u64);
-    let (model, from_cache, from_replicas) = (model.model_id(), stats.cached, stats.shared);
-    if *announced {
+    let model = model.model_id();
+    if !announced.done {
+        announced.cached += stats.cached;
+        announced.shared += stats.shared;
+        announced.embedded += stats.embedded;
+        announced.elapsed_ms += elapsed_ms;
+        let settled = semantic.settled.load(std::sync::atomic::Ordering::Acquire);
+        if settled && tools > 0 && status.vectors.is_complete() {
+            announced.done = true;
+            tracing::info!(
+                model,
+                tools,
+                from_cache = announced.cached,
+                from_replicas = announced.shared,
+                embedded = announced.embedded,
+                elapsed_ms = announced.elapsed_ms,
+                "hybrid search ready: every tool has its vector"
+            );
+        }
+    } else if stats.cached + stats.shared + stats.embedded > 0 {
         tracing::debug!(
             model,
             tools,
-            from_cache,
-            from_replicas,
+            from_cache = stats.cached,
+            from_replicas = stats.shared,
             embedded = stats.embedded,
             elapsed_ms,
             "tool vectors up to date"
-        );
-    } else {
-        *announced = true;
-        tracing::info!(
-            model,
-            tools,
-            from_cache,
-            from_replicas,
-            embedded = stats.embedded,
-            elapsed_ms,
-            "hybrid search ready: every tool has its vector"
         );
     }
 }

@@ -326,6 +326,8 @@ async fn rest_only(args: ServeArgs) -> Result<()> {
             toolsearch_gateway::metrics::Metrics::new(),
         ),
     );
+    // The catalog file is the whole catalog: no server is still to come.
+    semantic.upstreams_settled();
     let state = RestState::from_config(engine, &config)
         .map_err(|e| BadInput(e.to_string()))?
         .with_semantic(semantic);
