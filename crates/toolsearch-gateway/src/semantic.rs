@@ -465,6 +465,7 @@ mod tests {
             phase: Mutex::new(phase),
             engine: Arc::new(std::sync::RwLock::new(engine)),
             wake: Mutex::new(None),
+            settled: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
