@@ -132,8 +132,8 @@ impl SignInStatus {
 pub struct SignIns {
     /// The user's folder; `None` when neither XDG_CONFIG_HOME nor HOME is set.
     files: Option<TokenStore>,
-    /// With it, every read and write goes to Redis; the folder is only read, once, to share a
-    /// sign-in made before (see [`SignIns::read`]).
+    /// With it, every read and write goes to Redis; a sign-in found in the folder instead (made
+    /// before sharing) moves there (see [`SignIns::read`]).
     shared: Option<Arc<SharedTokens>>,
 }
 
@@ -142,14 +142,6 @@ impl SignIns {
     pub fn for_user() -> Self {
         Self {
             files: TokenStore::for_user().ok(),
-            shared: None,
-        }
-    }
-
-    /// `store` alone.
-    pub fn in_store(store: TokenStore) -> Self {
-        Self {
-            files: Some(store),
             shared: None,
         }
     }
