@@ -153,3 +153,25 @@ pub fn nginx() -> String {
         .unwrap_or_else(|| PathBuf::from("/usr/sbin/nginx"));
     require(path, "nginx (Debian package `nginx`)")
 }
+
+/// A free localhost port (bound, read, released), never the same twice in this process: the port
+/// is free when it is picked, but its server binds it later, and two tests running at once could
+/// otherwise both be handed it (the second's server then fails to bind and its test talks to the
+/// first's).
+pub fn free_port() -> u16 {
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .unwrap();
+        if GIVEN
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(port)
+        {
+            return port;
+        }
+    }
+}

@@ -186,14 +186,7 @@ fn a_gateway_signs_in_to_an_oauth_server_and_joins_it() {
 
     // Before sign-in: a state that says what to run, not a failure loop.
     let gateway = serve_as(&home, &config, false);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let before = loop {
-        let state = upstream(&gateway.addr, "demo");
-        if state["state"] == "needs_authorization" || Instant::now() > deadline {
-            break state;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let before = state_within(&gateway.addr, "demo", "needs_authorization", 30);
     assert_eq!(before["state"], "needs_authorization", "{before}");
     assert!(
         before["lastError"]
@@ -250,14 +243,7 @@ fn a_gateway_signs_in_to_an_oauth_server_and_joins_it() {
         .to_string();
 
     // The running gateway joins the server once the tokens exist, without a restart.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let after = loop {
-        let state = upstream(&gateway.addr, "demo");
-        if state["state"] == "ready" || Instant::now() > deadline {
-            break state;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let after = state_within(&gateway.addr, "demo", "ready", 30);
     assert_eq!(after["state"], "ready", "{after}");
     let report = peers::run_client_at(
         "mcp_client.py",
@@ -487,11 +473,8 @@ fn the_console_signs_in_to_a_server_in_the_browser() {
     );
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("Signed in to `demo`"), "{body}");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while upstream(&addr, "demo")["state"] != "ready" {
-        assert!(Instant::now() < deadline, "{}", upstream(&addr, "demo"));
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let ready = state_within(&addr, "demo", "ready", 30);
+    assert_eq!(ready["state"], "ready", "{ready}");
     // The same address again, or one the console never gave: nothing to complete.
     let (status, body) = peers::http_raw(
         &addr,

@@ -506,28 +506,6 @@ pub fn model_installed() -> bool {
     with_model
 }
 
-/// A free loopback port (free when this returns; the caller binds it at once).
-pub fn free_port() -> u16 {
-    // Never the same port twice in this process: the port is free when it is picked, but its
-    // server binds it later, and two tests running at once could otherwise both be handed it
-    // (the second's server then fails to bind and its test talks to the first's).
-    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
-    loop {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .unwrap();
-        if GIVEN
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(port)
-        {
-            return port;
-        }
-    }
-}
-
 /// Waits until something accepts connections on `127.0.0.1:port`, at most 20 s.
 pub fn wait_for_port(port: u16, what: &str) {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::future::Future;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -105,28 +105,6 @@ pub async fn wait_ready(manager: &UpstreamManager, server: &str) {
     .await
     .unwrap();
     assert_eq!(state, ServerState::Ready, "server `{server}` did not start");
-}
-
-/// A free localhost port (bound, read, released).
-pub fn free_port() -> u16 {
-    // Never the same port twice in this process: the port is free when it is picked, but its
-    // server binds it later, and two tests running at once could otherwise both be handed it
-    // (the second's server then fails to bind and its test talks to the first's).
-    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
-        std::sync::Mutex::new(std::collections::BTreeSet::new());
-    loop {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .map(|a| a.port())
-            .unwrap();
-        if GIVEN
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(port)
-        {
-            return port;
-        }
-    }
 }
 
 /// An MCP server over Streamable HTTP at `http://127.0.0.1:PORT/mcp`; killed on drop.
