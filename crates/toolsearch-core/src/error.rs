@@ -94,14 +94,6 @@ pub enum Error {
     #[error("index error: {0}; this is a bug in toolsearch, please report it")]
     Index(String),
 
-    /// The search library failed; its error is kept as the source.
-    #[error("search index error: {0}; this is a bug in toolsearch, please report it")]
-    Tantivy(#[from] tantivy::TantivyError),
-
-    /// An I/O error inside the in-memory index; its error is kept as the source.
-    #[error("index I/O error: {0}; this is a bug in toolsearch, please report it")]
-    IndexIo(#[from] std::io::Error),
-
     #[error("bad arguments for `{tool}`: {problem}; its input schema is {schema}")]
     MetaArguments {
         tool: &'static str,
@@ -134,9 +126,6 @@ fn did_you_mean(suggestions: &[String]) -> String {
 impl Error {
     /// Whether the error comes from the caller's input rather than from the engine.
     pub fn is_bad_input(&self) -> bool {
-        !matches!(
-            self,
-            Error::Index(_) | Error::Tantivy(_) | Error::IndexIo(_)
-        )
+        !matches!(self, Error::Index(_))
     }
 }

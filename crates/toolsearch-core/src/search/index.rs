@@ -1,4 +1,4 @@
-//! The tantivy index in RAM and the BM25F scorer that reads its postings.
+//! The live tools by slot, their inverted index, and the BM25F scorer that reads it.
 //!
 //! Every logical field is indexed twice: stemmed, and as written (lowercased), so that a query word
 //! in its exact form scores above a word that only shares its stem. Scores combine the fields the
@@ -7,8 +7,9 @@
 
 use super::config::SearchConfig;
 use super::field::{Field, FIELD_COUNT};
+use super::postings::{self, Entry as Posting, Postings, KEY_COUNT};
 use super::synonyms::Synonyms;
-use super::terms::{SlotTerms, Vocabulary, WordToken};
+use super::terms::{SlotTerms, Vocabulary};
 use crate::analyzer::{Analyzer, Token};
 use crate::error::{Error, Result};
 use crate::tool::Tool;
@@ -17,17 +18,6 @@ use std::collections::hash_map::Entry;
 use std::collections::{BTreeSet, HashMap};
 use std::hash::Hasher;
 use std::sync::Arc;
-use tantivy::indexer::NoMergePolicy;
-use tantivy::postings::{BlockSegmentPostings, Postings};
-use tantivy::schema::{
-    Field as TantivyField, IndexRecordOption, NumericOptions, Schema, TextFieldIndexing,
-    TextOptions, STRING,
-};
-use tantivy::tokenizer::{Token as TantivyToken, TokenStream, Tokenizer};
-use tantivy::{
-    DocSet, Index, IndexReader, IndexWriter, InvertedIndexReader, ReloadPolicy, Searcher,
-    TantivyDocument, Term, TERMINATED,
-};
 
 /// One posting list to read for a scoring term: a field in stemmed or raw form, a term, a weight.
 #[derive(Debug, Clone)]
@@ -90,38 +80,11 @@ impl Hits {
     }
 }
 
-struct SchemaFields {
-    stemmed: [TantivyField; FIELD_COUNT],
-    raw: [TantivyField; FIELD_COUNT],
-    slot: TantivyField,
-    server_key: TantivyField,
-}
-
-struct SegmentView {
-    /// Document → slot, read once from the fast field when the snapshot is taken.
-    slots: Vec<u32>,
-    stemmed: Vec<Arc<InvertedIndexReader>>,
-    raw: Vec<Arc<InvertedIndexReader>>,
-    alive: Option<tantivy::fastfield::AliveBitSet>,
-}
-
-/// A point-in-time view of the index, rebuilt after every commit.
-struct Snapshot {
-    _searcher: Searcher,
-    segments: Vec<SegmentView>,
-}
-
 /// The live tools, their slot numbers in the index, and the statistics BM25F needs.
 pub struct ToolIndex {
     analyzer: Analyzer,
     synonyms: Synonyms,
-    fields: SchemaFields,
-    index: Index,
-    /// Opened by the first change. (Closing it after each commit frees nothing: its arenas stay
-    /// with the allocator, and a new writer's thread allocates afresh, which raised the peak.)
-    writer: Option<IndexWriter>,
-    reader: IndexReader,
-    snapshot: Snapshot,
+    postings: Postings,
     slots: Vec<Option<Arc<Tool>>>,
     lengths: Vec<[u16; FIELD_COUNT]>,
     length_sums: [u64; FIELD_COUNT],
@@ -137,10 +100,6 @@ pub struct ToolIndex {
 }
 
 const NO_SERVER: u32 = u32::MAX;
-
-/// The indexing thread's memory budget. The writer flushes a segment when its arenas reach it;
-/// 100,000 tools fit well within it.
-const WRITER_BUDGET: usize = 50_000_000;
 
 /// Slots by tool name, case-insensitive. Keyed by a hash of the lowercased name, not the name:
 /// the tools hold their names already, and a second copy of every name with a vector of slots
@@ -216,50 +175,11 @@ impl std::fmt::Debug for ToolIndex {
 
 impl ToolIndex {
     pub fn new() -> Result<Self> {
-        let mut builder = Schema::builder();
-        let text = |record| {
-            TextOptions::default().set_indexing_options(
-                TextFieldIndexing::default()
-                    .set_tokenizer(SPACED_TOKENIZER)
-                    .set_index_option(record),
-            )
-        };
-        // Phrases and proximity read positions of stems only; the raw forms only need counts.
-        let stemmed = Field::ALL.map(|f| {
-            builder.add_text_field(f.as_str(), text(IndexRecordOption::WithFreqsAndPositions))
-        });
-        let raw = Field::ALL.map(|f| {
-            builder.add_text_field(
-                &format!("{}_raw", f.as_str()),
-                text(IndexRecordOption::WithFreqs),
-            )
-        });
-        let slot = builder.add_u64_field("slot", NumericOptions::default().set_fast());
-        let server_key = builder.add_text_field("server_key", STRING);
-        let index = Index::create_in_ram(builder.build());
-        index
-            .tokenizers()
-            .register(SPACED_TOKENIZER, SpacedTokenizer::default());
-        let reader = index
-            .reader_builder()
-            .reload_policy(ReloadPolicy::Manual)
-            .try_into()?;
-        let fields = SchemaFields {
-            stemmed,
-            raw,
-            slot,
-            server_key,
-        };
-        let snapshot = Snapshot::new(&reader, &fields)?;
         let analyzer = Analyzer::new();
         Ok(Self {
             synonyms: Synonyms::new(&analyzer),
             analyzer,
-            fields,
-            index,
-            writer: None,
-            reader,
-            snapshot,
+            postings: Postings::default(),
             slots: Vec::new(),
             lengths: Vec::new(),
             length_sums: [0; FIELD_COUNT],
@@ -355,30 +275,16 @@ impl ToolIndex {
         self.commit()
     }
 
-    fn writer(&mut self) -> Result<&mut IndexWriter> {
-        match &mut self.writer {
-            Some(writer) => Ok(writer),
-            empty => {
-                let writer: IndexWriter = self.index.writer_with_num_threads(1, WRITER_BUDGET)?;
-                // Segments are merged on our own schedule (see `maybe_merge`), never in the
-                // background.
-                writer.set_merge_policy(Box::new(NoMergePolicy));
-                Ok(empty.insert(writer))
-            }
-        }
-    }
-
     fn stage_removal(&mut self, server: &str) -> Result<()> {
         if !self.by_server.contains_key(server) {
             return Ok(());
         }
-        let term = Term::from_field_text(self.fields.server_key, server);
-        self.writer()?.delete_term(term);
         let slots = self.by_server.remove(server).unwrap_or_default();
         for slot in slots {
             if let Some(tool) = self.slots[slot as usize].take() {
                 self.live -= 1;
                 let terms = std::mem::take(&mut self.slot_terms[slot as usize]);
+                self.postings.note_removed(terms.posting_count());
                 self.vocabulary.remove(&terms);
                 self.by_name.remove(&tool.name, slot);
                 for (sum, len) in self.length_sums.iter_mut().zip(self.lengths[slot as usize]) {
@@ -394,27 +300,11 @@ impl ToolIndex {
             .map_err(|_| Error::Index("more than 4 billion tool slots".into()))?;
         let analyzed = self.vocabulary.analyze(&self.analyzer, &tool)?;
         let terms = self.vocabulary.add(&analyzed);
-        let mut doc = TantivyDocument::new();
-        let mut lengths = [0u16; FIELD_COUNT];
-        for field in Field::ALL {
-            let tokens = &analyzed.fields[field as usize];
-            lengths[field as usize] = u16::try_from(tokens.len()).unwrap_or(u16::MAX);
-            if tokens.is_empty() {
-                continue;
-            }
-            let words = &self.vocabulary;
-            doc.add_text(
-                self.fields.stemmed[field as usize],
-                spaced_text(tokens, |t| words.word(t.stem)),
-            );
-            doc.add_text(
-                self.fields.raw[field as usize],
-                spaced_text(tokens, |t| words.word(t.raw)),
-            );
-        }
-        doc.add_u64(self.fields.slot, u64::from(slot));
-        doc.add_text(self.fields.server_key, &tool.server);
-        self.writer()?.add_document(doc)?;
+        self.postings.add(slot, &analyzed);
+        let lengths = analyzed
+            .fields
+            .each_ref()
+            .map(|tokens| u16::try_from(tokens.len()).unwrap_or(u16::MAX));
         for (sum, len) in self.length_sums.iter_mut().zip(lengths) {
             *sum += u64::from(len);
         }
@@ -441,24 +331,16 @@ impl ToolIndex {
     }
 
     fn commit(&mut self) -> Result<()> {
-        let Some(writer) = self.writer.as_mut() else {
-            return Ok(());
-        };
-        writer.commit()?;
-        Self::maybe_merge(writer)?;
-        self.reader.reload()?;
-        self.snapshot = Snapshot::new(&self.reader, &self.fields)?;
+        if self.postings.needs_compaction() {
+            let slots = &self.slots;
+            self.postings
+                .compact(|slot| slots.get(slot as usize).is_some_and(Option::is_some));
+        }
         Ok(())
     }
 
-    /// Many small segments slow every query down; fold them into one when they pile up.
-    fn maybe_merge(writer: &mut IndexWriter) -> Result<()> {
-        let segments = writer.index().searchable_segment_ids()?;
-        if segments.len() > 8 {
-            let merge = writer.merge(&segments);
-            merge.wait()?;
-        }
-        Ok(())
+    fn alive(&self, slot: u32) -> bool {
+        self.slots.get(slot as usize).is_some_and(Option::is_some)
     }
 
     fn average_length(&self, field: Field) -> f32 {
@@ -478,55 +360,65 @@ impl ToolIndex {
         out: &mut Hits,
         weight: f32,
     ) -> Result<(f32, usize)> {
-        let averages = Field::ALL.map(|f| self.average_length(f));
-        let mut readers: [Option<BlockSegmentPostings>; 2] = [None, None];
-        for segment in &self.snapshot.segments {
-            for source in sources {
-                if !self
-                    .vocabulary
-                    .contains(source.text, source.field, source.raw)
-                {
-                    continue;
+        // The lists to read (a query word's stem and its written form), each with the weight of
+        // every (field, form) a source asks of it.
+        let mut ids: Vec<(u32, bool)> = Vec::with_capacity(2);
+        let mut words: Vec<(&[Posting], [Option<f32>; KEY_COUNT])> = Vec::with_capacity(2);
+        for source in sources {
+            let Some(id) = self.vocabulary.id(source.text) else {
+                continue;
+            };
+            let at = match ids.iter().position(|&known| known == (id, source.raw)) {
+                Some(at) => at,
+                None => {
+                    ids.push((id, source.raw));
+                    words.push((self.postings.entries(id, source.raw), [None; KEY_COUNT]));
+                    words.len() - 1
                 }
-                let f = source.field as usize;
-                let (inverted, tantivy_field) = if source.raw {
-                    (&segment.raw[f], self.fields.raw[f])
-                } else {
-                    (&segment.stemmed[f], self.fields.stemmed[f])
-                };
-                let term = Term::from_field_text(tantivy_field, source.text);
-                let Some(info) = inverted.get_term_info(&term)? else {
-                    continue;
-                };
-                // Whole blocks of (document, frequency) at a time: cheaper to walk than a
-                // document-at-a-time cursor, and scoring needs nothing else. One reader per
-                // record option (positions change the skip data) is reset from term to term
-                // rather than opened anew.
-                let block =
-                    match &mut readers[usize::from(source.raw)] {
-                        Some(block) => {
-                            inverted.reset_block_postings_from_terminfo(&info, block)?;
-                            block
-                        }
-                        empty => empty.insert(inverted.read_block_postings_from_terminfo(
-                            &info,
-                            IndexRecordOption::WithFreqs,
-                        )?),
-                    };
-                let b = config.field(source.field).b;
-                let average = averages[f];
-                while !block.docs().is_empty() {
-                    for (&doc, &freq) in block.docs().iter().zip(block.freqs()) {
-                        if segment.alive.as_ref().is_some_and(|a| !a.is_alive(doc)) {
-                            continue;
-                        }
-                        if let Some(&slot) = segment.slots.get(doc as usize) {
-                            let len = f32::from(self.lengths[slot as usize][f]);
-                            let norm = 1.0 - b + b * len / average;
-                            scratch.add(slot, source.weight * freq as f32 / norm);
-                        }
+            };
+            words[at].1[usize::from(postings::key(source.field, source.raw))] = Some(source.weight);
+        }
+        let averages = Field::ALL.map(|f| self.average_length(f));
+        let bs = Field::ALL.map(|f| config.field(f).b);
+        let mut add = |entry: Posting, weights: &[Option<f32>; KEY_COUNT]| {
+            let Some(weight) = weights[usize::from(entry.key)] else {
+                return;
+            };
+            let slot = entry.slot as usize;
+            let f = usize::from(entry.key >> 1);
+            let norm = norm(bs[f], f32::from(self.lengths[slot][f]), averages[f]);
+            if self.alive(entry.slot) {
+                scratch.add(entry.slot, weight * f32::from(entry.freq) / norm);
+            }
+        };
+        // A slot's terms are summed in (field, form) order whatever words they come from, so
+        // that its score does not depend on how the sources were listed.
+        match words.as_slice() {
+            [] => {}
+            [(entries, weights)] => entries.iter().for_each(|&e| add(e, weights)),
+            [(a, wa), (b, wb)] => {
+                let (mut i, mut j) = (0, 0);
+                while i < a.len() || j < b.len() {
+                    let first = j == b.len()
+                        || (i < a.len() && (a[i].slot, a[i].key) <= (b[j].slot, b[j].key));
+                    if first {
+                        add(a[i], wa);
+                        i += 1;
+                    } else {
+                        add(b[j], wb);
+                        j += 1;
                     }
-                    block.advance();
+                }
+            }
+            many => {
+                let mut all: Vec<(Posting, usize)> = many
+                    .iter()
+                    .enumerate()
+                    .flat_map(|(w, (entries, _))| entries.iter().map(move |&e| (e, w)))
+                    .collect();
+                all.sort_by_key(|(e, w)| (e.slot, e.key, *w));
+                for (entry, w) in all {
+                    add(entry, &many[w].1);
                 }
             }
         }
@@ -545,111 +437,82 @@ impl ToolIndex {
     }
 
     /// Slots whose `field` holds `tokens` (stemmed) at consecutive positions, gaps included.
-    pub fn phrase_slots(&self, field: Field, tokens: &[Token]) -> Result<Vec<u32>> {
-        let mut found = Vec::new();
-        let Some(first) = tokens.first() else {
-            return Ok(found);
-        };
-        let f = field as usize;
-        let mut positions = Vec::new();
-        for segment in &self.snapshot.segments {
-            let mut lists = Vec::with_capacity(tokens.len());
-            for token in tokens {
-                let term = Term::from_field_text(self.fields.stemmed[f], &token.stem);
-                match segment.stemmed[f]
-                    .read_postings(&term, IndexRecordOption::WithFreqsAndPositions)?
-                {
-                    Some(p) => lists.push(p),
-                    None => {
-                        lists.clear();
-                        break;
-                    }
-                }
-            }
-            if lists.is_empty() {
-                continue;
-            }
-            // Leapfrog intersection of the posting lists, then a position check.
-            let mut doc = lists[0].doc();
-            'docs: while doc != TERMINATED {
-                for list in lists.iter_mut() {
-                    let d = seek_forward(list, doc);
-                    if d != doc {
-                        doc = seek_forward(&mut lists[0], d);
-                        continue 'docs;
-                    }
-                }
-                let mut starts: Option<BTreeSet<i64>> = None;
-                for (token, list) in tokens.iter().zip(lists.iter_mut()) {
-                    list.positions(&mut positions);
-                    let offset = i64::from(token.position - first.position);
-                    let these: BTreeSet<i64> =
-                        positions.iter().map(|&p| i64::from(p) - offset).collect();
-                    starts = Some(match starts {
-                        None => these,
-                        Some(prev) => prev.intersection(&these).copied().collect(),
-                    });
-                }
-                let alive = segment.alive.as_ref().is_none_or(|a| a.is_alive(doc));
-                if alive && starts.is_some_and(|s| !s.is_empty()) {
-                    if let Some(&slot) = segment.slots.get(doc as usize) {
-                        found.push(slot);
-                    }
-                }
-                doc = lists[0].advance();
+    pub fn phrase_slots(&self, field: Field, tokens: &[Token]) -> Vec<u32> {
+        let mut lists = Vec::with_capacity(tokens.len());
+        for token in tokens {
+            match self.vocabulary.id(&token.stem) {
+                Some(id) => lists.push((self.postings.stem_slots(id), 0, token.position)),
+                None => return Vec::new(),
             }
         }
-        Ok(found)
+        let Some(&(first, _, first_position)) = lists.first() else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        'slots: for slot in first.slots() {
+            if !self.alive(slot) {
+                continue;
+            }
+            // The positions where the phrase could start, narrowed word by word.
+            let mut starts: Option<BTreeSet<i64>> = None;
+            for (list, cursor, position) in &mut lists {
+                *cursor = list.seek(slot, *cursor);
+                let Some(positions) = list.positions(slot, *cursor, field) else {
+                    continue 'slots;
+                };
+                let offset = i64::from(*position - first_position);
+                let these = positions.iter().map(|&p| i64::from(p) - offset);
+                let narrowed: BTreeSet<i64> = match &starts {
+                    None => these.collect(),
+                    Some(before) => these.filter(|p| before.contains(p)).collect(),
+                };
+                if narrowed.is_empty() {
+                    continue 'slots;
+                }
+                starts = Some(narrowed);
+            }
+            found.push(slot);
+        }
+        found
     }
 
-    /// Slots whose `field` holds stem `first` followed by stem `second` within `window` positions.
-    pub fn pair_slots(
-        &self,
-        field: Field,
-        first: &str,
-        second: &str,
-        window: u32,
-    ) -> Result<Vec<u32>> {
-        let f = field as usize;
+    /// Slots where one of `fields` holds stem `first` followed by stem `second` within `window`
+    /// positions, each once.
+    pub fn pair_slots(&self, fields: &[Field], first: &str, second: &str, window: u32) -> Vec<u32> {
         let mut found = Vec::new();
-        if !self.vocabulary.contains(first, field, false)
-            || !self.vocabulary.contains(second, field, false)
-        {
-            return Ok(found);
-        }
-        let (mut pa, mut pb) = (Vec::new(), Vec::new());
-        for segment in &self.snapshot.segments {
-            let read = |stem: &str| {
-                let term = Term::from_field_text(self.fields.stemmed[f], stem);
-                segment.stemmed[f].read_postings(&term, IndexRecordOption::WithFreqsAndPositions)
+        let (Some(a), Some(b)) = (self.vocabulary.id(first), self.vocabulary.id(second)) else {
+            return found;
+        };
+        let (a, b) = (self.postings.stem_slots(a), self.postings.stem_slots(b));
+        // Walk the shorter list and look its slots up in the longer.
+        let (short, long) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+        let mut cursors = (0, 0);
+        for slot in short.slots() {
+            cursors.1 = long.seek(slot, cursors.1);
+            if long.len() <= cursors.1 {
+                break;
+            }
+            cursors.0 = short.seek(slot, cursors.0);
+            let (at_a, at_b) = if a.len() <= b.len() {
+                cursors
+            } else {
+                (cursors.1, cursors.0)
             };
-            let (Some(mut a), Some(mut b)) = (read(first)?, read(second)?) else {
-                continue;
-            };
-            let mut doc = a.doc();
-            while doc != TERMINATED {
-                let other = seek_forward(&mut b, doc);
-                if other == TERMINATED {
-                    break;
-                }
-                if other != doc {
-                    doc = seek_forward(&mut a, other);
-                    continue;
-                }
-                a.positions(&mut pa);
-                b.positions(&mut pb);
-                let near = pa
-                    .iter()
-                    .any(|&x| pb.iter().any(|&y| y > x && y - x <= window));
-                if near && segment.alive.as_ref().is_none_or(|al| al.is_alive(doc)) {
-                    if let Some(&slot) = segment.slots.get(doc as usize) {
-                        found.push(slot);
-                    }
-                }
-                doc = a.advance();
+            let near = fields.iter().any(|&field| {
+                let (Some(pa), Some(pb)) = (
+                    a.positions(slot, at_a, field),
+                    b.positions(slot, at_b, field),
+                ) else {
+                    return false;
+                };
+                pa.iter()
+                    .any(|&x| pb.iter().any(|&y| y > x && y - x <= window))
+            });
+            if near && self.alive(slot) {
+                found.push(slot);
             }
         }
-        Ok(found)
+        found
     }
 
     /// Raw-form terms of `fields` that start with `prefix`, at most `max`, in order.
@@ -659,26 +522,7 @@ impl ToolIndex {
         prefix: &str,
         max: usize,
     ) -> Result<Vec<String>> {
-        let mut out = BTreeSet::new();
-        for segment in &self.snapshot.segments {
-            for &field in fields {
-                let dict = segment.raw[field as usize].terms();
-                let mut stream = dict.range().ge(prefix.as_bytes()).into_stream()?;
-                while stream.advance() {
-                    let Ok(term) = std::str::from_utf8(stream.key()) else {
-                        continue;
-                    };
-                    if !term.starts_with(prefix) {
-                        break;
-                    }
-                    out.insert(term.to_string());
-                    if out.len() >= max * 4 {
-                        break;
-                    }
-                }
-            }
-        }
-        Ok(out.into_iter().take(max).collect())
+        Ok(self.vocabulary.raw_with_prefix(fields, prefix, max))
     }
 
     /// Every distinct raw-form word of `fields`, once, with the most live tools holding it in
@@ -698,176 +542,9 @@ impl ToolIndex {
     }
 }
 
-impl Snapshot {
-    fn new(reader: &IndexReader, fields: &SchemaFields) -> Result<Self> {
-        let searcher = reader.searcher();
-        let mut segments = Vec::new();
-        for segment in searcher.segment_readers() {
-            let stemmed = fields
-                .stemmed
-                .iter()
-                .map(|&f| segment.inverted_index(f))
-                .collect::<tantivy::Result<Vec<_>>>()?;
-            let raw = fields
-                .raw
-                .iter()
-                .map(|&f| segment.inverted_index(f))
-                .collect::<tantivy::Result<Vec<_>>>()?;
-            segments.push(SegmentView {
-                slots: doc_slots(segment)?,
-                stemmed,
-                raw,
-                alive: segment.alive_bitset().cloned(),
-            });
-        }
-        Ok(Self {
-            _searcher: searcher,
-            segments,
-        })
-    }
-}
-
-fn doc_slots(segment: &tantivy::SegmentReader) -> Result<Vec<u32>> {
-    let column = segment.fast_fields().u64("slot")?;
-    (0..segment.max_doc())
-        .map(|doc| {
-            let slot = column
-                .first(doc)
-                .ok_or_else(|| Error::Index(format!("document {doc} has no slot number")))?;
-            u32::try_from(slot).map_err(|_| Error::Index(format!("slot {slot} out of range")))
-        })
-        .collect()
-}
-
-/// `DocSet::seek` requires a target at or past the current document; a list that is already
-/// further along simply stays where it is.
-fn seek_forward<D: DocSet>(docs: &mut D, target: tantivy::DocId) -> tantivy::DocId {
-    if docs.doc() >= target {
-        docs.doc()
-    } else {
-        docs.seek(target)
-    }
-}
-
-/// A field's tokens in one form, as the text handed to tantivy: the tokens joined by spaces, with
-/// an empty piece for every position skipped (stopwords, the gap between two values), so that
-/// [`SpacedTokenizer`] reads back the same tokens at the same positions. Tokens never hold a
-/// space: analysis splits on everything but letters and digits.
-fn spaced_text<'w>(tokens: &[WordToken], form: impl Fn(&WordToken) -> &'w str) -> String {
-    let mut out = String::new();
-    let mut pieces = 0u32;
-    for token in tokens {
-        while pieces <= token.position {
-            if pieces > 0 {
-                out.push(' ');
-            }
-            if pieces == token.position {
-                out.push_str(form(token));
-            }
-            pieces += 1;
-        }
-    }
-    out
-}
-
-/// The name the index's schema gives [`SpacedTokenizer`].
-const SPACED_TOKENIZER: &str = "toolsearch_spaced";
-
-/// Reads back [`spaced_text`]: one token per non-empty piece, its position the piece's number.
-///
-/// Analysis runs once, on the caller's side, for the index and for each tool's word list alike;
-/// the text tantivy tokenizes on its indexing thread is already analysed. (Pre-tokenized values
-/// would do the same, but tantivy stores them in a document as JSON and parses them back, which
-/// cost more than the analysis itself.)
-#[derive(Clone, Default)]
-struct SpacedTokenizer {
-    token: TantivyToken,
-}
-
-struct SpacedTokens<'a> {
-    text: &'a str,
-    pieces: std::str::Split<'a, char>,
-    next_position: usize,
-    token: &'a mut TantivyToken,
-}
-
-impl Tokenizer for SpacedTokenizer {
-    type TokenStream<'a> = SpacedTokens<'a>;
-
-    fn token_stream<'a>(&'a mut self, text: &'a str) -> SpacedTokens<'a> {
-        self.token.reset();
-        SpacedTokens {
-            text,
-            pieces: text.split(' '),
-            next_position: 0,
-            token: &mut self.token,
-        }
-    }
-}
-
-impl TokenStream for SpacedTokens<'_> {
-    fn advance(&mut self) -> bool {
-        for piece in self.pieces.by_ref() {
-            let position = self.next_position;
-            self.next_position += 1;
-            if piece.is_empty() {
-                continue;
-            }
-            let offset = piece.as_ptr() as usize - self.text.as_ptr() as usize;
-            self.token.text.clear();
-            self.token.text.push_str(piece);
-            self.token.position = position;
-            self.token.offset_from = offset;
-            self.token.offset_to = offset + piece.len();
-            return true;
-        }
-        false
-    }
-
-    fn token(&self) -> &TantivyToken {
-        self.token
-    }
-
-    fn token_mut(&mut self) -> &mut TantivyToken {
-        self.token
-    }
-}
-
-#[cfg(test)]
-mod spaced_tests {
-    use super::*;
-
-    #[test]
-    fn spaced_text_round_trips_tokens_and_positions() {
-        let tool = Tool::new("list_files", "Lists the files of a folder").with_schema(
-            serde_json::json!({"type": "object", "properties": {
-                "path": {"type": "string"}, "maxResults": {"type": "integer"}
-            }}),
-        );
-        let mut vocabulary = Vocabulary::default();
-        let analyzed = vocabulary.analyze(&Analyzer::new(), &tool).unwrap();
-        for field in [Field::Description, Field::ParamNames] {
-            let tokens = &analyzed.fields[field as usize];
-            let text = spaced_text(tokens, |t| vocabulary.word(t.raw));
-            let mut tokenizer = SpacedTokenizer::default();
-            let mut stream = tokenizer.token_stream(&text);
-            let mut read = Vec::new();
-            while let Some(token) = stream.next() {
-                read.push((token.text.clone(), token.position as u32));
-            }
-            let expected: Vec<(String, u32)> = tokens
-                .iter()
-                .map(|t| (vocabulary.word(t.raw).to_string(), t.position))
-                .collect();
-            assert_eq!(read, expected);
-        }
-        let description = &analyzed.fields[Field::Description as usize];
-        assert_eq!(vocabulary.word(description[1].raw), "files");
-        assert_eq!(description[1].position, 2);
-        // Values of a multi-valued field stand apart.
-        let params = &analyzed.fields[Field::ParamNames as usize];
-        assert!(params[1].position > params[0].position + 1);
-    }
+/// BM25's length normalisation of a field of `length` words where the average is `average`.
+fn norm(b: f32, length: f32, average: f32) -> f32 {
+    1.0 - b + b * length / average
 }
 
 #[cfg(test)]
@@ -901,5 +578,121 @@ mod name_index_tests {
         index.replace_server("w", &tools[1..]).unwrap();
         assert!(index.slots_named("get_weather").is_empty());
         assert_eq!(index.slots_named("GET_FORECAST"), vec![2]);
+    }
+}
+
+#[cfg(test)]
+mod changes_tests {
+    use super::*;
+    use crate::analyzer::Analyzer;
+
+    fn tools(server: &str, version: usize) -> Vec<Arc<Tool>> {
+        (0..6)
+            .map(|i| {
+                let name = format!("{server}_tool_{i}_v{version}");
+                let description = match (i + version) % 3 {
+                    0 => "Sends mail to a contact, with files attached",
+                    1 => "Reads the files of a folder and lists files by date",
+                    _ => "Looks the weather up for a city: mail me the forecast",
+                };
+                Arc::new(Tool::new(name, description).with_server(server))
+            })
+            .collect()
+    }
+
+    /// Every query word's BM25F score, proximity and phrase matches, by tool name.
+    fn answers(index: &ToolIndex) -> Vec<(String, Vec<(String, u32)>)> {
+        let config = SearchConfig::default();
+        let name = |slot: u32| index.tool(slot).map_or(String::new(), |t| t.name.clone());
+        let mut out = Vec::new();
+        for word in [
+            "mail", "files", "file", "weather", "forecast", "contact", "list",
+        ] {
+            let sources: Vec<Source> = Field::ALL
+                .iter()
+                .flat_map(|&field| {
+                    [false, true].map(|raw| Source {
+                        field,
+                        raw,
+                        text: word,
+                        weight: config.field(field).weight,
+                    })
+                })
+                .collect();
+            let mut scratch = Hits::new(index.slot_count());
+            let mut hits = Hits::new(index.slot_count());
+            let (idf, df) = index
+                .score_term(&config, &sources, &mut scratch, &mut hits, 1.0)
+                .unwrap();
+            let mut scores: Vec<(String, u32)> = hits
+                .touched
+                .iter()
+                .map(|&slot| (name(slot), hits.scores[slot as usize].to_bits()))
+                .collect();
+            scores.push((format!("idf {df}"), idf.to_bits()));
+            scores.sort();
+            out.push((word.to_string(), scores));
+        }
+        let analyzer = Analyzer::new();
+        for (a, b) in [("send", "mail"), ("file", "folder"), ("look", "weather")] {
+            let mut near: Vec<(String, u32)> = index
+                .pair_slots(&Field::ALL, a, b, 3)
+                .into_iter()
+                .map(|slot| (name(slot), 0))
+                .collect();
+            near.sort();
+            out.push((format!("{a} near {b}"), near));
+        }
+        for phrase in ["files attached", "lists files", "city mail"] {
+            let tokens = analyzer.tokens(phrase);
+            let mut found: Vec<(String, u32)> = index
+                .phrase_slots(Field::Description, &tokens)
+                .into_iter()
+                .map(|slot| (name(slot), 0))
+                .collect();
+            found.sort();
+            out.push((phrase.to_string(), found));
+        }
+        out
+    }
+
+    #[test]
+    fn a_changed_index_scores_as_one_built_afresh() {
+        let servers = ["alpha", "beta", "gamma", "delta"];
+        let mut changed = ToolIndex::new().unwrap();
+        let all: Vec<Arc<Tool>> = servers.iter().flat_map(|s| tools(s, 0)).collect();
+        changed.rebuild(all.iter()).unwrap();
+        // Replacements leave removed entries in the lists until they pile up and the lists are
+        // rewritten: both states must answer as an index built afresh.
+        let mut latest = [Some(0); 4];
+        for round in 1..=10 {
+            let at = round % servers.len();
+            if round == 10 {
+                latest[at] = None;
+                changed.remove_server(servers[at]).unwrap();
+            } else {
+                latest[at] = Some(round);
+                changed
+                    .replace_server(servers[at], &tools(servers[at], round))
+                    .unwrap();
+            }
+            let now: Vec<Arc<Tool>> = servers
+                .iter()
+                .zip(latest)
+                .filter_map(|(s, version)| Some(tools(s, version?)))
+                .flatten()
+                .collect();
+            let mut fresh = ToolIndex::new().unwrap();
+            fresh.rebuild(now.iter()).unwrap();
+            let expected = answers(&fresh);
+            let empty: Vec<&String> = expected
+                .iter()
+                .filter(|(_, found)| found.is_empty())
+                .map(|(what, _)| what)
+                .collect();
+            assert!(empty.is_empty(), "{empty:?}");
+            assert_eq!(answers(&changed), expected, "after round {round}");
+        }
+        assert!(changed.slot_count() > 3 * 6, "slots were retired");
     }
 }

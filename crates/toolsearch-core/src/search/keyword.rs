@@ -51,9 +51,11 @@ pub fn evaluate(
         repeats: HashMap::default(),
         idf: HashMap::default(),
     };
+    // The query's scoring words, read once for repeats and proximity.
+    let query_words = evaluator.scoring(all_words);
     if config.query_term_frequency > 0.0 {
-        for token in evaluator.words(query) {
-            *evaluator.repeats.entry(token.stem).or_insert(0.0) += 1.0;
+        for token in &query_words {
+            *evaluator.repeats.entry(token.stem.clone()).or_insert(0.0) += 1.0;
         }
         for weight in evaluator.repeats.values_mut() {
             *weight = weight.powf(config.query_term_frequency);
@@ -70,7 +72,7 @@ pub fn evaluate(
     // `max` stays an upper bound of every score through the bonuses below, so that normalised
     // scores remain below 1 and keep their order (an exact-name match alone scores 1).
     if config.proximity > 0.0 && parsed.is_plain() {
-        max += evaluator.reward_proximity(query, &mut hits)?;
+        max += evaluator.reward_proximity(&query_words, &mut hits);
     }
     if config.name_coverage > 0.0 {
         evaluator.reward_name_coverage(&mut hits);
@@ -141,9 +143,8 @@ impl Evaluator<'_> {
     /// Consecutive query words that stand close together in a name or description ("word
     /// cloud", "stock price") say more than the same words apart.
     /// Returns the most any tool can gain from it.
-    fn reward_proximity(&self, query: &str, hits: &mut Hits) -> Result<f32> {
+    fn reward_proximity(&self, words: &[Token], hits: &mut Hits) -> f32 {
         const WINDOW: u32 = 3;
-        let words = self.words(query);
         let mut done = HashSet::default();
         let mut most = 0.0;
         for pair in words.windows(2) {
@@ -156,16 +157,14 @@ impl Evaluator<'_> {
             };
             let bonus = self.config.proximity * 0.5 * (ia + ib);
             most += bonus;
-            let mut rewarded = HashSet::default();
-            for field in [Field::Name, Field::Description, Field::ParamDescriptions] {
-                for slot in self.index.pair_slots(field, &a.stem, &b.stem, WINDOW)? {
-                    if hits.contains(slot) && rewarded.insert(slot) {
-                        hits.scores[slot as usize] += bonus;
-                    }
+            const FIELDS: [Field; 3] = [Field::Name, Field::Description, Field::ParamDescriptions];
+            for slot in self.index.pair_slots(&FIELDS, &a.stem, &b.stem, WINDOW) {
+                if hits.contains(slot) {
+                    hits.scores[slot as usize] += bonus;
                 }
             }
         }
-        Ok(most)
+        most
     }
 
     /// A tool whose name the query spells out almost word for word is very likely the one meant:
@@ -211,10 +210,13 @@ impl Evaluator<'_> {
     }
 
     fn words(&self, text: &str) -> Vec<Token> {
+        self.scoring(self.index.analyzer().tokens(text))
+    }
+
+    /// The tokens that score: stopwords, request filler and bare numbers left out as configured.
+    fn scoring(&self, tokens: Vec<Token>) -> Vec<Token> {
         let skip_numbers = !self.config.numeric_query_words;
-        self.index
-            .analyzer()
-            .tokens(text)
+        tokens
             .into_iter()
             .filter(|t| self.keep_stopwords || !is_stopword(&t.raw))
             .filter(|t| {
@@ -275,7 +277,7 @@ impl Evaluator<'_> {
                 }
                 let mut allowed = HashSet::default();
                 for &f in Field::in_scope(*field) {
-                    allowed.extend(self.index.phrase_slots(f, &tokens)?);
+                    allowed.extend(self.index.phrase_slots(f, &tokens));
                 }
                 let mut part = Hits::new(self.index.slot_count());
                 let mut max = 0.0;

@@ -9,6 +9,7 @@ mod filter;
 mod fuzzy;
 mod index;
 mod keyword;
+mod postings;
 mod query;
 mod synonyms;
 mod terms;

@@ -69,9 +69,8 @@ impl Vocabulary {
         self.words.get(id as usize).map_or("", |w| w)
     }
 
-    /// Whether a live tool holds `text` in `field`, in the given form. Checked before touching
-    /// tantivy's term dictionaries: most query words occur in few fields, and a hash lookup is far
-    /// cheaper than a dictionary lookup that finds nothing.
+    /// Whether a live tool holds `text` in `field`, in the given form.
+    #[cfg(test)]
     pub fn contains(&self, text: &str, field: Field, raw: bool) -> bool {
         self.id(text)
             .is_some_and(|id| self.counts[id as usize][count_slot(field, raw)] > 0)
@@ -217,6 +216,24 @@ impl Vocabulary {
         }
     }
 
+    /// Words a live tool holds as written in one of `fields` that start with `prefix`, at most
+    /// `max`, in order.
+    pub fn raw_with_prefix(&self, fields: &[Field], prefix: &str, max: usize) -> Vec<String> {
+        let mut found: Vec<&str> = self
+            .ids
+            .iter()
+            .filter(|(text, &id)| {
+                text.starts_with(prefix)
+                    && fields
+                        .iter()
+                        .any(|&f| self.counts[id as usize][count_slot(f, true)] > 0)
+            })
+            .map(|(text, _)| &**text)
+            .collect();
+        found.sort_unstable();
+        found.into_iter().take(max).map(str::to_string).collect()
+    }
+
     /// Every word a live tool holds as written in one of `fields`, once, with the most live
     /// tools holding it as written in any one of those fields (a lower bound of its document
     /// frequency, cheap to keep).
@@ -259,6 +276,14 @@ impl SlotTerms {
             Some((&len, rest)) => &rest[len as usize..],
             None => &[],
         }
+    }
+
+    /// How many (word, field, form) the tool holds: its entries in the inverted index.
+    pub fn posting_count(&self) -> usize {
+        self.entries()
+            .iter()
+            .map(|&e| (e & ((1 << FORM_BITS) - 1)).count_ones() as usize)
+            .sum()
     }
 
     /// The fields (bit `1 << field`) where the tool holds word `id` in one of the forms of `forms`.
