@@ -7,7 +7,7 @@
 
 use super::config::SearchConfig;
 use super::field::{Field, FIELD_COUNT};
-use super::postings::{self, Entry as Posting, Postings, KEY_COUNT};
+use super::postings::{self, Postings, KEY_COUNT};
 use super::synonyms::Synonyms;
 use super::terms::{SlotTerms, Vocabulary};
 use crate::analyzer::{Analyzer, Token};
@@ -360,19 +360,17 @@ impl ToolIndex {
         out: &mut Hits,
         weight: f32,
     ) -> Result<(f32, usize)> {
-        // The lists to read (a query word's stem and its written form), each with the weight of
+        // The words to read (a query word's stem and its written form), each with the weight of
         // every (field, form) a source asks of it.
-        let mut ids: Vec<(u32, bool)> = Vec::with_capacity(2);
-        let mut words: Vec<(&[Posting], [Option<f32>; KEY_COUNT])> = Vec::with_capacity(2);
+        let mut words: Vec<(u32, [Option<f32>; KEY_COUNT])> = Vec::with_capacity(2);
         for source in sources {
             let Some(id) = self.vocabulary.id(source.text) else {
                 continue;
             };
-            let at = match ids.iter().position(|&known| known == (id, source.raw)) {
+            let at = match words.iter().position(|(known, _)| *known == id) {
                 Some(at) => at,
                 None => {
-                    ids.push((id, source.raw));
-                    words.push((self.postings.entries(id, source.raw), [None; KEY_COUNT]));
+                    words.push((id, [None; KEY_COUNT]));
                     words.len() - 1
                 }
             };
@@ -380,45 +378,36 @@ impl ToolIndex {
         }
         let averages = Field::ALL.map(|f| self.average_length(f));
         let bs = Field::ALL.map(|f| config.field(f).b);
-        let mut add = |entry: Posting, weights: &[Option<f32>; KEY_COUNT]| {
-            let Some(weight) = weights[usize::from(entry.key)] else {
-                return;
-            };
-            let slot = entry.slot as usize;
-            let f = usize::from(entry.key >> 1);
-            let norm = norm(bs[f], f32::from(self.lengths[slot][f]), averages[f]);
-            if self.alive(entry.slot) {
-                scratch.add(entry.slot, weight * f32::from(entry.freq) / norm);
+        let mut add = |slot: u32, key: usize, freq: u16, weight: f32| {
+            let f = key >> 1;
+            let norm = norm(
+                bs[f],
+                f32::from(self.lengths[slot as usize][f]),
+                averages[f],
+            );
+            if self.alive(slot) {
+                scratch.add(slot, weight * f32::from(freq) / norm);
             }
         };
-        // A slot's terms are summed in (field, form) order whatever words they come from, so
-        // that its score does not depend on how the sources were listed.
-        match words.as_slice() {
-            [] => {}
-            [(entries, weights)] => entries.iter().for_each(|&e| add(e, weights)),
-            [(a, wa), (b, wb)] => {
-                let (mut i, mut j) = (0, 0);
-                while i < a.len() || j < b.len() {
-                    let first = j == b.len()
-                        || (i < a.len() && (a[i].slot, a[i].key) <= (b[j].slot, b[j].key));
-                    if first {
-                        add(a[i], wa);
-                        i += 1;
-                    } else {
-                        add(b[j], wb);
-                        j += 1;
+        for (id, weights) in &words {
+            let (stems, raws) = self.postings.entries(*id);
+            let wants_raw = weights.iter().skip(1).step_by(2).any(Option::is_some);
+            for &entry in stems {
+                let key = entry.form_key();
+                if let Some(weight) = weights[key] {
+                    add(entry.slot, key, entry.freq, weight);
+                }
+                if entry.also_written() {
+                    if let Some(weight) = weights[key | 1] {
+                        add(entry.slot, key | 1, entry.freq, weight);
                     }
                 }
             }
-            many => {
-                let mut all: Vec<(Posting, usize)> = many
-                    .iter()
-                    .enumerate()
-                    .flat_map(|(w, (entries, _))| entries.iter().map(move |&e| (e, w)))
-                    .collect();
-                all.sort_by_key(|(e, w)| (e.slot, e.key, *w));
-                for (entry, w) in all {
-                    add(entry, &many[w].1);
+            if wants_raw {
+                for &entry in raws {
+                    if let Some(weight) = weights[entry.form_key()] {
+                        add(entry.slot, entry.form_key(), entry.freq, weight);
+                    }
                 }
             }
         }
@@ -457,7 +446,7 @@ impl ToolIndex {
             let mut starts: Option<BTreeSet<i64>> = None;
             for (list, cursor, position) in &mut lists {
                 *cursor = list.seek(slot, *cursor);
-                let Some(positions) = list.positions(slot, *cursor, field) else {
+                let Some(positions) = list.slot(slot, *cursor).positions(field) else {
                     continue 'slots;
                 };
                 let offset = i64::from(*position - first_position);
@@ -492,23 +481,24 @@ impl ToolIndex {
             if long.len() <= cursors.1 {
                 break;
             }
+            if !long.holds(slot, cursors.1) || !self.alive(slot) {
+                continue;
+            }
             cursors.0 = short.seek(slot, cursors.0);
             let (at_a, at_b) = if a.len() <= b.len() {
                 cursors
             } else {
                 (cursors.1, cursors.0)
             };
+            let (in_a, in_b) = (a.slot(slot, at_a), b.slot(slot, at_b));
             let near = fields.iter().any(|&field| {
-                let (Some(pa), Some(pb)) = (
-                    a.positions(slot, at_a, field),
-                    b.positions(slot, at_b, field),
-                ) else {
+                let (Some(pa), Some(pb)) = (in_a.positions(field), in_b.positions(field)) else {
                     return false;
                 };
                 pa.iter()
                     .any(|&x| pb.iter().any(|&y| y > x && y - x <= window))
             });
-            if near && self.alive(slot) {
+            if near {
                 found.push(slot);
             }
         }

@@ -4,7 +4,9 @@
 //! BM25F reads, for one query word, its stem and its written form in seven fields: fourteen posting
 //! lists in a search library that indexes each field apart, each behind a term-dictionary lookup
 //! and block decoding. Here a word's occurrences in every field and form live in one list, found by
-//! the word's number, so a query word reads one or two short lists. Slots only grow (a changed
+//! the word's number, so a query word reads one or two short lists. Most words are written as
+//! their own stem ("file" in `read_file`): such an entry counts for both forms, flagged, rather
+//! than twice. Slots only grow (a changed
 //! server's tools get new slots), so adding a tool appends to each list and keeps it sorted; a
 //! removed tool's entries are skipped until enough have piled up to rewrite the lists.
 
@@ -17,14 +19,28 @@ pub struct Entry {
     pub slot: u32,
     /// Occurrences, saturating (a field that repeats one word 65,535 times reads as that many).
     pub freq: u16,
-    /// `field * 2 + form` (form 0: stem, 1: as written): entries of a slot are in this order.
+    /// `field * 2 + form` (form 0: stem, 1: as written), plus [`ALSO_WRITTEN`] on a stem entry
+    /// whose occurrences are all written as the stem: the entry then stands for the written form
+    /// too, and the word's list as written leaves it out. Entries of a slot are in key order.
     pub key: u8,
 }
 
+/// See [`Entry::key`].
+pub const ALSO_WRITTEN: u8 = 0x80;
+
 impl Entry {
+    /// `field * 2 + form`, an index into [`KEY_COUNT`] weights.
+    pub fn form_key(self) -> usize {
+        usize::from(self.key & !ALSO_WRITTEN)
+    }
+
+    pub fn also_written(self) -> bool {
+        self.key & ALSO_WRITTEN != 0
+    }
+
     #[cfg(test)]
     pub fn field(self) -> Field {
-        Field::ALL[usize::from(self.key >> 1)]
+        Field::ALL[self.form_key() >> 1]
     }
 
     #[cfg(test)]
@@ -45,6 +61,8 @@ struct List {
     /// The word as a stem, sorted by (slot, key).
     stems: Vec<Entry>,
     /// Where each stem entry's positions start in `positions` (`freq` of them).
+    /// Where the positions of every [`CHECKPOINT`]-th stem entry start in `positions`; an entry's
+    /// own start adds the counts of the entries before it since the checkpoint.
     starts: Vec<u32>,
     positions: Vec<u32>,
     /// The word as written, sorted by (slot, key).
@@ -75,12 +93,16 @@ impl Postings {
             stems.sort_unstable();
             for run in stems.chunk_by(|a, b| a.0 == b.0) {
                 let list = self.list_mut(run[0].0);
+                room(&mut list.stems, 1);
+                room(&mut list.positions, run.len());
+                if list.stems.len() % CHECKPOINT == 0 {
+                    list.starts.push(position_index(list.positions.len()));
+                }
                 list.stems.push(Entry {
                     slot,
                     freq: saturate(run.len()),
                     key: key(field, false),
                 });
-                list.starts.push(position_index(list.positions.len()));
                 list.positions
                     .extend(run.iter().take(usize::from(u16::MAX)).map(|&(_, p)| p));
                 self.entries += 1;
@@ -89,12 +111,22 @@ impl Postings {
             raws.extend(tokens.iter().map(|t| t.raw));
             raws.sort_unstable();
             for run in raws.chunk_by(|a, b| a == b) {
-                self.list_mut(run[0]).raws.push(Entry {
+                self.entries += 1;
+                let list = self.list_mut(run[0]);
+                let freq = saturate(run.len());
+                // This field's stem entries were pushed just above.
+                if let Some(stem) = list.stems.last_mut().filter(|stem| {
+                    stem.slot == slot && stem.key == key(field, false) && stem.freq == freq
+                }) {
+                    stem.key |= ALSO_WRITTEN;
+                    continue;
+                }
+                room(&mut list.raws, 1);
+                list.raws.push(Entry {
                     slot,
-                    freq: saturate(run.len()),
+                    freq,
                     key: key(field, true),
                 });
-                self.entries += 1;
             }
         }
     }
@@ -132,33 +164,34 @@ impl Postings {
             let mut stems = Vec::new();
             let mut starts = Vec::new();
             let mut positions = Vec::new();
-            for (entry, &start) in list.stems.iter().zip(&list.starts) {
+            let mut start = 0;
+            for entry in &list.stems {
+                let end = start + usize::from(entry.freq);
                 if alive(entry.slot) {
+                    if stems.len() % CHECKPOINT == 0 {
+                        starts.push(position_index(positions.len()));
+                    }
                     stems.push(*entry);
-                    starts.push(position_index(positions.len()));
-                    let start = start as usize;
-                    positions
-                        .extend_from_slice(&list.positions[start..start + usize::from(entry.freq)]);
+                    positions.extend_from_slice(&list.positions[start..end]);
                 }
+                start = end;
             }
             list.stems = stems;
             list.starts = starts;
             list.positions = positions;
         }
-        self.entries -= self.dead_entries;
+        self.entries = self.entries.saturating_sub(self.dead_entries);
         self.dead_entries = 0;
     }
 
-    /// Word `word`'s entries in one form (as a stem, or as written), removed slots included,
-    /// sorted by (slot, key).
-    pub fn entries(&self, word: u32, raw: bool) -> &[Entry] {
-        self.lists.get(word as usize).map_or(&[][..], |l| {
-            if raw {
-                l.raws.as_slice()
-            } else {
-                l.stems.as_slice()
-            }
-        })
+    /// Word `word`'s entries as a stem (some [`ALSO_WRITTEN`]), and those as written that no
+    /// stem entry stands for; removed slots included, each sorted by (slot, key).
+    pub fn entries(&self, word: u32) -> (&[Entry], &[Entry]) {
+        self.lists
+            .get(word as usize)
+            .map_or((&[][..], &[][..]), |l| {
+                (l.stems.as_slice(), l.raws.as_slice())
+            })
     }
 
     /// Stem `word` slot by slot, to look slots up in (removed slots included).
@@ -202,21 +235,68 @@ impl<'a> StemSlots<'a> {
         from + rest[..end].partition_point(|e| e.slot < slot)
     }
 
-    /// The positions of the stem in `field` for `slot`, its entries starting at `at` (from
-    /// [`StemSlots::seek`]).
-    pub fn positions(&self, slot: u32, at: usize, field: Field) -> Option<&'a [u32]> {
-        let list = self.list?;
-        let wanted = key(field, false);
+    /// Whether the entry at `at` (from [`StemSlots::seek`]) is the slot's.
+    pub fn holds(&self, slot: u32, at: usize) -> bool {
+        self.list
+            .and_then(|l| l.stems.get(at))
+            .is_some_and(|e| e.slot == slot)
+    }
+
+    /// The slot's entries, starting at `at` (from [`StemSlots::seek`]); empty when the word is
+    /// not there.
+    pub fn slot(&self, slot: u32, at: usize) -> SlotStems<'a> {
+        let Some(list) = self.list else {
+            return SlotStems::default();
+        };
         let at = at.min(list.stems.len());
-        list.stems[at..]
+        let checkpoint = at / CHECKPOINT;
+        let Some(&start) = list.starts.get(checkpoint) else {
+            return SlotStems::default();
+        };
+        let before: usize = list.stems[checkpoint * CHECKPOINT..at]
             .iter()
-            .zip(&list.starts[at..])
-            .take_while(|(e, _)| e.slot == slot)
-            .find(|(e, _)| e.key == wanted)
-            .map(|(e, &start)| {
-                let start = start as usize;
-                &list.positions[start..start + usize::from(e.freq)]
-            })
+            .map(|e| usize::from(e.freq))
+            .sum();
+        let rest = &list.stems[at..];
+        let len = rest.iter().take_while(|e| e.slot == slot).count();
+        SlotStems {
+            entries: &rest[..len],
+            positions: list.positions.get(start as usize + before..).unwrap_or(&[]),
+        }
+    }
+}
+
+/// One slot's stem entries for a word, and the positions from its first entry's on.
+#[derive(Default)]
+pub struct SlotStems<'a> {
+    entries: &'a [Entry],
+    positions: &'a [u32],
+}
+
+impl<'a> SlotStems<'a> {
+    /// The positions of the stem in `field`, if the slot holds it there.
+    pub fn positions(&self, field: Field) -> Option<&'a [u32]> {
+        let wanted = usize::from(key(field, false));
+        let mut start = 0;
+        for entry in self.entries {
+            let end = start + usize::from(entry.freq);
+            if entry.form_key() == wanted {
+                return self.positions.get(start..end);
+            }
+            start = end;
+        }
+        None
+    }
+}
+
+/// Stem entries between two recorded position starts.
+const CHECKPOINT: usize = 8;
+
+/// Makes room for `more` items, growing by half rather than doubling: the lists are most of the
+/// index's memory, and most of them are never shrunk.
+fn room<T>(list: &mut Vec<T>, more: usize) {
+    if list.capacity() - list.len() < more {
+        list.reserve_exact(more.max(list.len() / 2).max(4));
     }
 }
 
@@ -248,7 +328,7 @@ mod tests {
             .slots()
             .filter_map(|slot| {
                 let at = slots.seek(slot, 0);
-                Some((slot, slots.positions(slot, at, field)?.to_vec()))
+                Some((slot, slots.slot(slot, at).positions(field)?.to_vec()))
             })
             .collect()
     }
@@ -263,7 +343,8 @@ mod tests {
         add(&mut postings, &mut vocabulary, 3, &mail);
         let file = vocabulary.id("file").unwrap();
         let found: Vec<(u32, Field, u16)> = postings
-            .entries(file, false)
+            .entries(file)
+            .0
             .iter()
             .map(|e| (e.slot, e.field(), e.freq))
             .collect();
@@ -276,10 +357,18 @@ mod tests {
             ]
         );
         // "file" is the stem of "files" in both tools, never written as such.
-        assert!(postings.entries(file, true).is_empty());
+        assert!(postings.entries(file).0.iter().all(|e| !e.also_written()));
+        assert!(postings.entries(file).1.is_empty());
         let files_word = vocabulary.id("files").unwrap();
-        assert_eq!(postings.entries(files_word, true).len(), 3);
-        assert!(postings.entries(files_word, true).iter().all(|e| e.raw()));
+        assert!(postings.entries(files_word).0.is_empty());
+        assert_eq!(postings.entries(files_word).1.len(), 3);
+        assert!(postings.entries(files_word).1.iter().all(|e| e.raw()));
+        // "mail" is written as its stem: one entry stands for both forms.
+        let mail_word = vocabulary.id("mail").unwrap();
+        let (stems, raws) = postings.entries(mail_word);
+        assert_eq!(stems.len(), 2);
+        assert!(stems.iter().all(|e| e.also_written()));
+        assert!(raws.is_empty());
         // "Lists files, then files again": positions 1 and 3.
         assert_eq!(
             positions(&postings, file, Field::Description),
@@ -311,13 +400,45 @@ mod tests {
         postings.compact(|slot| slot == 2);
         assert!(!postings.needs_compaction());
         let file = vocabulary.id("file").unwrap();
-        for raw in [false, true] {
-            assert!(postings.entries(file, raw).iter().all(|e| e.slot == 2));
-        }
+        let (stems, raws) = postings.entries(file);
+        assert!(stems.iter().chain(raws).all(|e| e.slot == 2));
         assert_eq!(positions(&postings, file, Field::Name), [(2, vec![0])]);
         assert_eq!(
             positions(&postings, file, Field::Description),
             [(2, vec![1])]
         );
+    }
+
+    #[test]
+    fn positions_are_found_past_many_entries_and_after_compaction() {
+        let mut vocabulary = Vocabulary::default();
+        let mut postings = Postings::default();
+        // Tool i repeats "file" i % 4 + 1 times in its description, after i % 3 other words.
+        let description = |i: usize| {
+            let lead = ["alpha", "beta", "gamma"][..i % 3].join(" ");
+            format!("{lead} {}", vec!["file"; i % 4 + 1].join(" "))
+        };
+        let expected = |i: usize| -> Vec<u32> {
+            let lead = (i % 3) as u32;
+            (0..(i % 4 + 1) as u32).map(|k| lead + k).collect()
+        };
+        for i in 0..5 * CHECKPOINT {
+            let tool = Tool::new(format!("file_{i}"), description(i));
+            add(&mut postings, &mut vocabulary, i as u32, &tool);
+        }
+        let file = vocabulary.id("file").unwrap();
+        let found = positions(&postings, file, Field::Description);
+        let wanted: Vec<(u32, Vec<u32>)> = (0..5 * CHECKPOINT)
+            .map(|i| (i as u32, expected(i)))
+            .collect();
+        assert_eq!(found, wanted);
+        postings.note_removed(1);
+        postings.compact(|slot| slot % 3 != 0);
+        let found = positions(&postings, file, Field::Description);
+        let wanted: Vec<(u32, Vec<u32>)> = (0..5 * CHECKPOINT)
+            .filter(|i| i % 3 != 0)
+            .map(|i| (i as u32, expected(i)))
+            .collect();
+        assert_eq!(found, wanted);
     }
 }
