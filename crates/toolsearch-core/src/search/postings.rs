@@ -95,7 +95,7 @@ impl Postings {
                 let list = self.list_mut(run[0].0);
                 room(&mut list.stems, 1);
                 room(&mut list.positions, run.len());
-                if list.stems.len() % CHECKPOINT == 0 {
+                if list.stems.len().is_multiple_of(CHECKPOINT) {
                     list.starts.push(position_index(list.positions.len()));
                 }
                 list.stems.push(Entry {
@@ -168,7 +168,7 @@ impl Postings {
             for entry in &list.stems {
                 let end = start + usize::from(entry.freq);
                 if alive(entry.slot) {
-                    if stems.len() % CHECKPOINT == 0 {
+                    if stems.len().is_multiple_of(CHECKPOINT) {
                         starts.push(position_index(positions.len()));
                     }
                     stems.push(*entry);
