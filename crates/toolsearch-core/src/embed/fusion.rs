@@ -6,7 +6,8 @@ use std::collections::HashMap;
 use std::hash::Hash;
 
 fn sort_fused<K: Ord>(fused: &mut [(K, f32)]) {
-    fused.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    // Keys are distinct, so the order is total and an unstable sort gives the same list.
+    fused.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
 }
 
 /// Reciprocal rank fusion: each key scores `Σ 1 / (k + rank)` over the lists it appears in, with

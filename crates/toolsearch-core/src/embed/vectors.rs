@@ -268,20 +268,89 @@ pub fn dot_i8(a: &[i8], b: &[f32]) -> f32 {
 /// Dot product of two rows of signed bytes, sixteen integer sums (exact: 384 × 127² fits an
 /// `i32` many times over). About twice as fast as [`dot_i8`] and faster than [`dot`], because
 /// the products stay in 16-bit lanes.
+///
+/// Plain index loops, no iterator adapters: it is inlined into scans compiled for wider vector
+/// instructions ([`QuantizedVectorSet::dot_quantized_all`]), and an adapter left as a call
+/// would run outside them.
+#[inline(always)]
 pub fn dot_i8_i8(a: &[i8], b: &[i8]) -> i32 {
     let n = a.len().min(b.len());
     let ((a, rest_a), (b, rest_b)) = (a[..n].as_chunks::<16>(), b[..n].as_chunks::<16>());
     let mut sums = [0i32; 16];
-    for (x, y) in a.iter().zip(b) {
+    for chunk in 0..a.len().min(b.len()) {
+        let (x, y) = (&a[chunk], &b[chunk]);
         for lane in 0..16 {
             sums[lane] += i32::from(i16::from(x[lane]) * i16::from(y[lane]));
         }
     }
-    let mut total: i32 = sums.iter().sum();
-    for (&xi, &yi) in rest_a.iter().zip(rest_b) {
-        total += i32::from(xi) * i32::from(yi);
+    let mut total = 0;
+    for sum in sums {
+        total += sum;
+    }
+    for i in 0..rest_a.len().min(rest_b.len()) {
+        total += i32::from(rest_a[i]) * i32::from(rest_b[i]);
     }
     total
+}
+
+/// The scan with AVX-VNNI, which multiplies 32 pairs of bytes and sums them by fours into
+/// 32-bit lanes in one instruction (`vpdpbusd`). It takes one side unsigned: each row byte `r`
+/// enters as `r + 128` (its top bit flipped), and `128 × Σ query` is taken off after, so the sums
+/// are exactly [`dot_i8_i8`]'s.
+#[cfg(target_arch = "x86_64")]
+mod vnni {
+    use super::{dot_i8_i8, QuantizedQuery};
+    use std::arch::x86_64::{
+        __m256i, _mm256_castsi256_si128, _mm256_dpbusd_avx_epi32, _mm256_extracti128_si256,
+        _mm256_loadu_si256, _mm256_set1_epi8, _mm256_setzero_si256, _mm256_xor_si256,
+        _mm_add_epi32, _mm_cvtsi128_si32, _mm_shuffle_epi32,
+    };
+
+    /// Every row's [`super::QuantizedVectorSet::dot_quantized`] into `out`.
+    #[target_feature(enable = "avx2,avxvnni")]
+    pub fn dot_rows(
+        data: &[i8],
+        dims: usize,
+        scales: &[f32],
+        query: &QuantizedQuery,
+        out: &mut [f32],
+    ) {
+        let (chunks, tail) = query.bytes.as_chunks::<32>();
+        let query_chunks: Vec<__m256i> = chunks.iter().map(|chunk| load(chunk)).collect();
+        let correction: i32 = 128 * chunks.iter().flatten().map(|&b| i32::from(b)).sum::<i32>();
+        let flip = _mm256_set1_epi8(i8::MIN);
+        for (row, cell) in out.iter_mut().enumerate() {
+            let Some(bytes) = data.get(row * dims..(row + 1) * dims) else {
+                continue;
+            };
+            let (row_chunks, row_tail) = bytes.as_chunks::<32>();
+            let mut sums = _mm256_setzero_si256();
+            for (chunk, &q) in row_chunks.iter().zip(&query_chunks) {
+                sums = _mm256_dpbusd_avx_epi32(sums, _mm256_xor_si256(load(chunk), flip), q);
+            }
+            let total = horizontal_sum(sums) - correction + dot_i8_i8(row_tail, tail);
+            *cell = total as f32 * scales[row] * query.scale;
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn load(chunk: &[i8; 32]) -> __m256i {
+        #[allow(unsafe_code)]
+        // SAFETY: an unaligned load of exactly the 32 bytes of `chunk`.
+        unsafe {
+            _mm256_loadu_si256(chunk.as_ptr().cast())
+        }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn horizontal_sum(v: __m256i) -> i32 {
+        let halves = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        let pairs = _mm_add_epi32(halves, _mm_shuffle_epi32::<0b01_00_11_10>(halves));
+        let all = _mm_add_epi32(pairs, _mm_shuffle_epi32::<0b10_11_00_01>(pairs));
+        _mm_cvtsi128_si32(all)
+    }
 }
 
 /// A query in bytes, for [`QuantizedVectorSet::dot_quantized`].
@@ -416,6 +485,7 @@ impl QuantizedVectorSet {
 
     /// [`QuantizedVectorSet::dot`] with the query in bytes too: integer products, about twice
     /// as fast; the query's rounding moves a cosine by about as much as the row's.
+    #[inline(always)]
     pub fn dot_quantized(&self, row: usize, query: &QuantizedQuery) -> f32 {
         match self.data.get(row * self.dims..(row + 1) * self.dims) {
             Some(bytes) if self.dims > 0 => {
@@ -423,6 +493,56 @@ impl QuantizedVectorSet {
             }
             _ => 0.0,
         }
+    }
+
+    /// [`QuantizedVectorSet::dot_quantized`] of every row, in row order.
+    pub fn dot_quantized_all(&self, query: &QuantizedQuery) -> Vec<f32> {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("avxvnni")
+            && self.dims > 0
+            && query.bytes.len() == self.dims
+        {
+            let mut out = vec![0.0; self.scales.len()];
+            #[allow(unsafe_code)]
+            // SAFETY: the processor has AVX2 and AVX-VNNI, checked just above; that is the
+            // function's only requirement.
+            unsafe {
+                vnni::dot_rows(&self.data, self.dims, &self.scales, query, &mut out)
+            };
+            return out;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            #[allow(unsafe_code)]
+            // SAFETY: the processor has AVX2, checked just above; that is the function's only
+            // requirement.
+            return unsafe { self.dot_quantized_all_avx2(query) };
+        }
+        self.dot_quantized_all_here(query)
+    }
+
+    /// The scan compiled for AVX2: a build for any x86-64 multiplies eight bytes at a time, this
+    /// sixteen. The same arithmetic, so the same results.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2")]
+    fn dot_quantized_all_avx2(&self, query: &QuantizedQuery) -> Vec<f32> {
+        self.dot_quantized_all_here(query)
+    }
+
+    #[inline(always)]
+    fn dot_quantized_all_here(&self, query: &QuantizedQuery) -> Vec<f32> {
+        let mut out = vec![0.0; self.scales.len()];
+        if self.dims == 0 || query.bytes.len() != self.dims {
+            return out;
+        }
+        let dims = self.dims;
+        for (row, cell) in out.iter_mut().enumerate() {
+            if let Some(bytes) = self.data.get(row * dims..(row + 1) * dims) {
+                *cell = dot_i8_i8(bytes, &query.bytes) as f32 * self.scales[row] * query.scale;
+            }
+        }
+        out
     }
 
     /// Row `row` as floats, of unit length (or all zeros).
@@ -626,6 +746,38 @@ mod tests {
         assert!((dot(&row, &row) - 1.0).abs() < 1e-5);
         assert!((quantized.dot(0, &row) - 1.0).abs() < 1e-5);
         assert_eq!(quantized.memory_bytes(), 384 + 4);
+    }
+
+    #[test]
+    fn a_scan_of_every_row_equals_each_row_alone() {
+        // Widths with and without a tail past the vector loops' 16 and 32 bytes, values up to
+        // both ends of the byte range.
+        for dims in [384, 40, 7] {
+            let mut set = QuantizedVectorSet::new(dims);
+            let mut seed = 0x9e37_79b9_u32;
+            let mut next = || {
+                seed ^= seed << 13;
+                seed ^= seed >> 17;
+                seed ^= seed << 5;
+                (seed % 2001) as f32 / 1000.0 - 1.0
+            };
+            for row in 0..50 {
+                let mut vector: Vec<f32> = (0..dims).map(|_| next()).collect();
+                if row % 7 == 0 {
+                    vector[0] = -4.0;
+                }
+                if row == 3 {
+                    vector.fill(0.0);
+                }
+                set.push(&vector).unwrap();
+            }
+            let mut query: Vec<f32> = (0..dims).map(|_| next()).collect();
+            query[dims - 1] = 3.0;
+            let query = QuantizedQuery::new(&query);
+            let each: Vec<f32> = (0..50).map(|row| set.dot_quantized(row, &query)).collect();
+            assert_eq!(set.dot_quantized_all(&query), each, "{dims} dimensions");
+            assert!(each.iter().any(|&d| d != 0.0));
+        }
     }
 
     #[test]

@@ -236,13 +236,16 @@ impl DenseIndex {
             return Vec::new();
         }
         let query = QuantizedQuery::new(query);
+        // Every row in one scan: its loop is compiled for the processor's vector instructions.
+        let dots = self.vectors.dot_quantized_all(&query);
+        let dot = |row: usize| dots.get(row).copied().unwrap_or(0.0);
         self.row_slot
             .iter()
             .enumerate()
             .filter(|&(_, &slot)| keep(slot))
             .map(|(row, &slot)| {
-                let whole = || self.vectors.dot_quantized(2 * row + WHOLE, &query);
-                let purpose = || self.vectors.dot_quantized(2 * row + PURPOSE, &query);
+                let whole = || dot(2 * row + WHOLE);
+                let purpose = || dot(2 * row + PURPOSE);
                 let similarity = match view {
                     DenseView::Max => whole().max(purpose()),
                     DenseView::Whole => whole(),

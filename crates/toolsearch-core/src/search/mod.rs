@@ -866,7 +866,8 @@ impl SearchEngine {
             let cutoff = keyword::kth_largest(ranked.iter().map(|&(_, s)| s), depth);
             ranked.retain(|&(_, s)| s >= cutoff);
         }
-        ranked.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        // Slots are distinct: the order is total, so an unstable sort gives the same list.
+        ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         ranked.truncate(depth);
         Ok(ranked)
     }
@@ -890,13 +891,18 @@ impl SearchEngine {
                 .map(|(_, hit)| hit)
                 .collect();
         }
-        let by_words: rustc_hash::FxHashSet<u32> = keyword.iter().map(|c| c.slot).collect();
+        let mut by_words = vec![false; self.index.slot_count()];
+        for candidate in keyword {
+            if let Some(cell) = by_words.get_mut(candidate.slot as usize) {
+                *cell = true;
+            }
+        }
         all.into_iter()
             .enumerate()
             .filter(|(rank, (slot, similarity))| {
                 (*rank < self.config.dense_candidates && *similarity >= min_similarity)
                     || (*rank < self.config.guesses && *similarity > 0.0)
-                    || by_words.contains(slot)
+                    || by_words.get(*slot as usize).copied().unwrap_or(false)
             })
             .map(|(_, hit)| hit)
             .collect()
@@ -915,7 +921,7 @@ impl SearchEngine {
             keyword.iter().map(|c| (c.slot, c.evidence.words)).collect();
         let similarity: rustc_hash::FxHashMap<u32, f32> = dense.iter().copied().collect();
         let mut lexical: Vec<(u32, f32)> = keyword.iter().map(|c| (c.slot, c.score)).collect();
-        lexical.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        lexical.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
         let alpha = self.query_dense_weight(query, &lexical, dense_standout);
         let fused = match self.config.fusion {
             Fusion::ZScore => crate::embed::z_score_combination(&lexical, dense, alpha),
