@@ -5,10 +5,10 @@
 //! lists in a search library that indexes each field apart, each behind a term-dictionary lookup
 //! and block decoding. Here a word's occurrences in every field and form live in one list, found by
 //! the word's number, so a query word reads one or two short lists. Most words are written as
-//! their own stem ("file" in `read_file`): such an entry counts for both forms, flagged, rather
-//! than twice. Slots only grow (a changed
-//! server's tools get new slots), so adding a tool appends to each list and keeps it sorted; a
-//! removed tool's entries are skipped until enough have piled up to rewrite the lists.
+//! their own stem ("file" in `read_file`): when a word's entry as a stem and its entry as written
+//! have the same field and count, the stem entry is flagged to stand for both. Slots only grow (a
+//! changed server's tools get new slots), so adding a tool appends to each list and keeps it
+//! sorted; a removed tool's entries are skipped until enough have piled up to rewrite the lists.
 
 use super::field::{Field, FIELD_COUNT};
 use super::terms::{AnalyzedTool, WordToken};
@@ -20,8 +20,8 @@ pub struct Entry {
     /// Occurrences, saturating (a field that repeats one word 65,535 times reads as that many).
     pub freq: u16,
     /// `field * 2 + form` (form 0: stem, 1: as written), plus [`ALSO_WRITTEN`] on a stem entry
-    /// whose occurrences are all written as the stem: the entry then stands for the written form
-    /// too, and the word's list as written leaves it out. Entries of a slot are in key order.
+    /// that also stands for the word's entry as written in the same field with the same count,
+    /// which the word's list as written then leaves out. Entries of a slot are in key order.
     pub key: u8,
 }
 
