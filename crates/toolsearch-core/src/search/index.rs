@@ -19,7 +19,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::hash::Hasher;
 use std::sync::Arc;
 
-/// One posting list to read for a scoring term: a field in stemmed or raw form, a term, a weight.
+/// What a scoring term reads: a word in one field, as a stem or as written, and its weight.
 #[derive(Debug, Clone)]
 pub struct Source<'a> {
     pub field: Field,
@@ -174,9 +174,9 @@ impl std::fmt::Debug for ToolIndex {
 }
 
 impl ToolIndex {
-    pub fn new() -> Result<Self> {
+    pub fn new() -> Self {
         let analyzer = Analyzer::new();
-        Ok(Self {
+        Self {
             synonyms: Synonyms::new(&analyzer),
             analyzer,
             postings: Postings::default(),
@@ -190,7 +190,7 @@ impl ToolIndex {
             slot_terms: Vec::new(),
             slot_servers: Vec::new(),
             server_numbers: HashMap::new(),
-        })
+        }
     }
 
     pub fn analyzer(&self) -> &Analyzer {
@@ -251,35 +251,36 @@ impl ToolIndex {
 
     /// Replaces every tool of `server` with `tools` and commits: the rest of the index is untouched.
     pub fn replace_server(&mut self, server: &str, tools: &[Arc<Tool>]) -> Result<()> {
-        self.stage_removal(server)?;
+        self.stage_removal(server);
         for tool in tools {
             self.stage_tool(tool.clone())?;
         }
-        self.commit()
+        self.commit();
+        Ok(())
     }
 
     /// Adds the tools of many servers in one commit (the initial build).
     pub fn rebuild<'a>(&mut self, tools: impl Iterator<Item = &'a Arc<Tool>>) -> Result<()> {
         let servers: Vec<String> = self.by_server.keys().cloned().collect();
         for server in servers {
-            self.stage_removal(&server)?;
+            self.stage_removal(&server);
         }
         for tool in tools {
             self.stage_tool(tool.clone())?;
         }
-        self.commit()
+        self.commit();
+        Ok(())
     }
 
-    pub fn remove_server(&mut self, server: &str) -> Result<()> {
-        self.stage_removal(server)?;
-        self.commit()
+    pub fn remove_server(&mut self, server: &str) {
+        self.stage_removal(server);
+        self.commit();
     }
 
-    fn stage_removal(&mut self, server: &str) -> Result<()> {
-        if !self.by_server.contains_key(server) {
-            return Ok(());
-        }
-        let slots = self.by_server.remove(server).unwrap_or_default();
+    fn stage_removal(&mut self, server: &str) {
+        let Some(slots) = self.by_server.remove(server) else {
+            return;
+        };
         for slot in slots {
             if let Some(tool) = self.slots[slot as usize].take() {
                 self.live -= 1;
@@ -292,7 +293,6 @@ impl ToolIndex {
                 }
             }
         }
-        Ok(())
     }
 
     fn stage_tool(&mut self, tool: Arc<Tool>) -> Result<()> {
@@ -330,17 +330,16 @@ impl ToolIndex {
         Ok(())
     }
 
-    fn commit(&mut self) -> Result<()> {
+    /// Rewrites the postings once removed tools hold enough of them.
+    fn commit(&mut self) {
         if self.postings.needs_compaction() {
             let slots = &self.slots;
-            self.postings
-                .compact(|slot| slots.get(slot as usize).is_some_and(Option::is_some));
+            self.postings.compact(|slot| is_live(slots, slot));
         }
-        Ok(())
     }
 
     fn alive(&self, slot: u32) -> bool {
-        self.slots.get(slot as usize).is_some_and(Option::is_some)
+        is_live(&self.slots, slot)
     }
 
     fn average_length(&self, field: Field) -> f32 {
@@ -359,7 +358,7 @@ impl ToolIndex {
         scratch: &mut Hits,
         out: &mut Hits,
         weight: f32,
-    ) -> Result<(f32, usize)> {
+    ) -> (f32, usize) {
         // The words to read (a query word's stem and its written form), each with the weight of
         // every (field, form) a source asks of it.
         let mut words: Vec<(u32, [Option<f32>; KEY_COUNT])> = Vec::with_capacity(2);
@@ -413,7 +412,7 @@ impl ToolIndex {
         }
         let df = scratch.touched.len();
         if df == 0 {
-            return Ok((0.0, 0));
+            return (0.0, 0);
         }
         let n = self.live.max(df) as f32;
         let idf = (1.0 + (n - df as f32 + 0.5) / (df as f32 + 0.5)).ln();
@@ -422,7 +421,7 @@ impl ToolIndex {
             out.add(slot, weight * idf * tf / (config.k1 + tf));
         }
         scratch.clear();
-        Ok((idf * weight, df))
+        (idf * weight, df)
     }
 
     /// Slots whose `field` holds `tokens` (stemmed) at consecutive positions, gaps included.
@@ -506,13 +505,8 @@ impl ToolIndex {
     }
 
     /// Raw-form terms of `fields` that start with `prefix`, at most `max`, in order.
-    pub fn terms_with_prefix(
-        &self,
-        fields: &[Field],
-        prefix: &str,
-        max: usize,
-    ) -> Result<Vec<String>> {
-        Ok(self.vocabulary.raw_with_prefix(fields, prefix, max))
+    pub fn terms_with_prefix(&self, fields: &[Field], prefix: &str, max: usize) -> Vec<String> {
+        self.vocabulary.raw_with_prefix(fields, prefix, max)
     }
 
     /// Every distinct raw-form word of `fields`, once, with the most live tools holding it in
@@ -530,6 +524,11 @@ impl ToolIndex {
     pub fn slot_terms(&self, slot: u32) -> Option<&SlotTerms> {
         self.slot_terms.get(slot as usize)
     }
+}
+
+/// Whether `slot` holds a tool (a removed tool's slot is empty).
+fn is_live(slots: &[Option<Arc<Tool>>], slot: u32) -> bool {
+    slots.get(slot as usize).is_some_and(Option::is_some)
 }
 
 /// BM25's length normalisation of a field of `length` words where the average is `average`.
@@ -557,7 +556,7 @@ mod name_index_tests {
 
     #[test]
     fn slots_named_checks_the_names_it_finds() {
-        let mut index = ToolIndex::new().unwrap();
+        let mut index = ToolIndex::new();
         let tools: Vec<Arc<Tool>> = ["Get_Weather", "get_forecast"]
             .into_iter()
             .map(|name| Arc::new(Tool::new(name, "weather").with_server("w")))
@@ -611,9 +610,7 @@ mod changes_tests {
                 .collect();
             let mut scratch = Hits::new(index.slot_count());
             let mut hits = Hits::new(index.slot_count());
-            let (idf, df) = index
-                .score_term(&config, &sources, &mut scratch, &mut hits, 1.0)
-                .unwrap();
+            let (idf, df) = index.score_term(&config, &sources, &mut scratch, &mut hits, 1.0);
             let mut scores: Vec<(String, u32)> = hits
                 .touched
                 .iter()
@@ -649,7 +646,7 @@ mod changes_tests {
     #[test]
     fn a_changed_index_scores_as_one_built_afresh() {
         let servers = ["alpha", "beta", "gamma", "delta"];
-        let mut changed = ToolIndex::new().unwrap();
+        let mut changed = ToolIndex::new();
         let all: Vec<Arc<Tool>> = servers.iter().flat_map(|s| tools(s, 0)).collect();
         changed.rebuild(all.iter()).unwrap();
         // Replacements leave removed entries in the lists until they pile up and the lists are
@@ -659,7 +656,7 @@ mod changes_tests {
             let at = round % servers.len();
             if round == 10 {
                 latest[at] = None;
-                changed.remove_server(servers[at]).unwrap();
+                changed.remove_server(servers[at]);
             } else {
                 latest[at] = Some(round);
                 changed
@@ -672,7 +669,7 @@ mod changes_tests {
                 .filter_map(|(s, version)| Some(tools(s, version?)))
                 .flatten()
                 .collect();
-            let mut fresh = ToolIndex::new().unwrap();
+            let mut fresh = ToolIndex::new();
             fresh.rebuild(now.iter()).unwrap();
             let expected = answers(&fresh);
             let empty: Vec<&String> = expected

@@ -7,7 +7,6 @@ use super::fuzzy;
 use super::index::{Hits, Source, ToolIndex};
 use super::query::{FieldScope, Query};
 use crate::analyzer::{is_request_filler, is_stopword, split_words, Token};
-use crate::error::Result;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 /// Queries with at most this many content words get fuzzy expansion word by word; longer ones
@@ -33,7 +32,7 @@ pub fn evaluate(
     index: &ToolIndex,
     config: &SearchConfig,
     query: &str,
-) -> Result<(Hits, f32, Vec<QueryTerm>)> {
+) -> (Hits, f32, Vec<QueryTerm>) {
     let query = first_words(query, MAX_QUERY_WORDS);
     let parsed = Query::parse(query);
     let all_words = index.analyzer().tokens(query);
@@ -62,12 +61,12 @@ pub fn evaluate(
         }
     }
     let mut hits = Hits::new(index.slot_count());
-    let mut max = evaluator.eval_into(&parsed, &mut hits)?;
+    let mut max = evaluator.eval_into(&parsed, &mut hits);
     if hits.touched.is_empty() && config.fuzzy && !evaluator.fuzzy_per_word {
         evaluator.fuzzy_now = true;
         evaluator.seen.clear();
         evaluator.terms.clear();
-        max = evaluator.eval_into(&parsed, &mut hits)?;
+        max = evaluator.eval_into(&parsed, &mut hits);
     }
     // `max` stays an upper bound of every score through the bonuses below, so that normalised
     // scores remain below 1 and keep their order (an exact-name match alone scores 1).
@@ -82,7 +81,7 @@ pub fn evaluate(
         aggregate_servers(index, config.server_aggregation, &mut hits);
         max *= 1.0 + config.server_aggregation;
     }
-    Ok((hits, max, evaluator.terms))
+    (hits, max, evaluator.terms)
 }
 
 /// `text` up to the end of its `max`-th word.
@@ -228,21 +227,21 @@ impl Evaluator<'_> {
             .collect()
     }
 
-    fn eval_into(&mut self, query: &Query, out: &mut Hits) -> Result<f32> {
+    fn eval_into(&mut self, query: &Query, out: &mut Hits) -> f32 {
         match query {
             Query::Or(items) => {
                 let mut max = 0.0;
                 for item in items {
-                    max += self.eval_into(item, out)?;
+                    max += self.eval_into(item, out);
                 }
-                Ok(max)
+                max
             }
             Query::And(items) => {
                 let mut parts = Vec::with_capacity(items.len());
                 let mut max = 0.0;
                 for item in items {
                     let mut part = Hits::new(self.index.slot_count());
-                    max += self.eval_into(item, &mut part)?;
+                    max += self.eval_into(item, &mut part);
                     parts.push(part);
                 }
                 if let Some((first, rest)) = parts.split_first() {
@@ -253,16 +252,16 @@ impl Evaluator<'_> {
                         }
                     }
                 }
-                Ok(max)
+                max
             }
             Query::Term { field, text } => {
                 let mut max = 0.0;
                 for token in self.words(text) {
                     if self.seen.insert((token.stem.clone(), *field)) {
-                        max += self.score_word(&token, *field, out)?;
+                        max += self.score_word(&token, *field, out);
                     }
                 }
-                Ok(max)
+                max
             }
             Query::Phrase { field, text } => {
                 let tokens = self.words(text);
@@ -282,28 +281,28 @@ impl Evaluator<'_> {
                 let mut part = Hits::new(self.index.slot_count());
                 let mut max = 0.0;
                 for token in &tokens {
-                    max += self.score_word(token, *field, &mut part)?;
+                    max += self.score_word(token, *field, &mut part);
                 }
                 part.retain(|slot| allowed.contains(&slot));
                 out.merge_from(&part);
-                Ok(max)
+                max
             }
             Query::Prefix { field, prefix } => {
                 let mut tokens = self.index.analyzer().tokens(prefix);
                 let Some(last) = tokens.pop() else {
-                    return Ok(0.0);
+                    return 0.0;
                 };
                 let mut max = 0.0;
                 for token in &tokens {
-                    max += self.score_word(token, *field, out)?;
+                    max += self.score_word(token, *field, out);
                 }
                 let fields = Field::in_scope(*field);
-                let expansions =
-                    self.index
-                        .terms_with_prefix(fields, &last.raw, PREFIX_EXPANSIONS)?;
+                let expansions = self
+                    .index
+                    .terms_with_prefix(fields, &last.raw, PREFIX_EXPANSIONS);
                 let mut best: f32 = 0.0;
                 for expansion in &expansions {
-                    let (idf, _) = self.score_raw(fields, expansion, 1.0, out)?;
+                    let (idf, _) = self.score_raw(fields, expansion, 1.0, out);
                     best = best.max(idf);
                 }
                 if !expansions.is_empty() {
@@ -313,18 +312,13 @@ impl Evaluator<'_> {
                         forms: expansions.into_iter().map(Form::Raw).collect(),
                     });
                 }
-                Ok(max + best)
+                max + best
             }
         }
     }
 
     /// One analysed query word: its stem in every field, plus its exact form with a boost.
-    fn score_word(
-        &mut self,
-        token: &Token,
-        scope: Option<FieldScope>,
-        out: &mut Hits,
-    ) -> Result<f32> {
+    fn score_word(&mut self, token: &Token, scope: Option<FieldScope>, out: &mut Hits) -> f32 {
         let fields = Field::in_scope(scope);
         let mut sources = Vec::with_capacity(fields.len() * 2);
         for &field in fields {
@@ -345,7 +339,7 @@ impl Evaluator<'_> {
         let repeats = self.repeats.get(&token.stem).copied().unwrap_or(1.0);
         let (idf, df) =
             self.index
-                .score_term(self.config, &sources, &mut self.scratch, out, repeats)?;
+                .score_term(self.config, &sources, &mut self.scratch, out, repeats);
         if self.config.synonym_weight > 0.0 {
             for synonym in self.index.synonyms().of(&token.stem) {
                 if self.repeats.contains_key(synonym) || self.idf.contains_key(synonym) {
@@ -366,7 +360,7 @@ impl Evaluator<'_> {
                     &mut self.scratch,
                     out,
                     repeats * self.config.synonym_weight,
-                )?;
+                );
             }
         }
         if df > 0 {
@@ -376,10 +370,10 @@ impl Evaluator<'_> {
                 fields,
                 forms: vec![Form::Stem(token.stem.clone()), Form::Raw(token.raw.clone())],
             });
-            return Ok(idf);
+            return idf;
         }
         if !(self.fuzzy_per_word || self.fuzzy_now) {
-            return Ok(0.0);
+            return 0.0;
         }
         let vocabulary: Vec<&Field> = VOCABULARY_FIELDS
             .iter()
@@ -402,7 +396,7 @@ impl Evaluator<'_> {
             words.iter().map(String::as_str),
             FUZZY_EXPANSIONS,
         ) {
-            let (idf, df) = self.score_raw(fields, &word, similarity, out)?;
+            let (idf, df) = self.score_raw(fields, &word, similarity, out);
             if df > 0 {
                 best = best.max(idf);
                 self.terms.push(QueryTerm {
@@ -412,7 +406,7 @@ impl Evaluator<'_> {
                 });
             }
         }
-        Ok(best)
+        best
     }
 
     /// A catalog word in its exact form only (prefix and fuzzy expansions).
@@ -422,7 +416,7 @@ impl Evaluator<'_> {
         word: &str,
         weight: f32,
         out: &mut Hits,
-    ) -> Result<(f32, usize)> {
+    ) -> (f32, usize) {
         let sources: Vec<Source> = fields
             .iter()
             .map(|&field| Source {

@@ -291,7 +291,7 @@ impl SearchEngine {
     pub fn with_policy(config: SearchConfig, policy: CatalogPolicy) -> Result<Self> {
         Ok(Self {
             catalog: Catalog::new(),
-            index: ToolIndex::new()?,
+            index: ToolIndex::new(),
             config,
             policy,
             dense: DenseIndex::default(),
@@ -305,7 +305,7 @@ impl SearchEngine {
 
     /// The engine over `catalog`, whose tools are already as `policy` wants them.
     fn indexed(catalog: Catalog, config: SearchConfig, policy: CatalogPolicy) -> Result<Self> {
-        let mut index = ToolIndex::new()?;
+        let mut index = ToolIndex::new();
         index.rebuild(catalog.tools())?;
         Ok(Self {
             catalog,
@@ -423,7 +423,7 @@ impl SearchEngine {
 
     pub fn remove_server(&mut self, server: &str) -> Result<()> {
         if self.catalog.remove_server(server) {
-            self.index.remove_server(server)?;
+            self.index.remove_server(server);
             self.drop_dead_vectors();
         }
         Ok(())
@@ -781,7 +781,7 @@ impl SearchEngine {
                 mode: "keyword",
             });
         }
-        let (hits, max_score, collected) = keyword::evaluate(&self.index, &self.config, query)?;
+        let (hits, max_score, collected) = keyword::evaluate(&self.index, &self.config, query);
         *terms = collected;
         // Under a limited scope, scores are normalised over the tools in it, so that a tool the
         // caller cannot see neither lowers their scores nor shows through them.
