@@ -14,7 +14,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::peers;
-use peers::{everything_js, serve_http, toml_str, toolsearch, venv_python};
+use peers::{everything_js, serve_http, toml_str, tool_names, toolsearch, venv_python};
 
 /// How long a test waits on the server before calling it hung (a guard, never a measurement).
 const GUARD: Duration = Duration::from_secs(60);
@@ -221,12 +221,7 @@ fn cli_search_survives_deeply_nested_parentheses() {
     assert!(output.status.success(), "{:?}: {stderr}", output.status);
     let found: Value = serde_json::from_slice(&output.stdout).unwrap();
     // The words inside the parentheses still count (in hybrid mode the model reads them too).
-    let names: Vec<&str> = found["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
+    let names = tool_names(&found);
     assert!(names.contains(&"github___create_issue"), "{found}");
 }
 

@@ -8,7 +8,7 @@
 use serde_json::{json, Value};
 
 use crate::peers;
-use peers::{run_client_at, serve_http, stderr_of, toolsearch, wait_for_search};
+use peers::{run_client_at, serve_http, stderr_of, tool_names, toolsearch, wait_for_search};
 
 const TOOLS: &str = r#"[
   {"name": "get_weather_forecast", "description": "Returns the weather forecast for a city",
@@ -135,12 +135,7 @@ fn a_match_of_one_word_does_not_hide_the_tool_meaning_puts_first() {
         &json!([search_step("remember that Alice likes tea", None)]),
     );
     let found = &report["steps"][0]["structured"];
-    let names: Vec<&str> = found["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|t| t["name"].as_str())
-        .collect();
+    let names = tool_names(found);
     assert!(
         names.iter().any(|name| name.starts_with("memory___")),
         "{found}"

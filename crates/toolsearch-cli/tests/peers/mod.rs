@@ -181,6 +181,16 @@ pub fn run_toolsearch_in(dir: Option<&Path>, args: &[&str]) -> std::process::Out
 }
 
 /// A finished command's stderr, as text.
+/// The names of the tools a search answered (its `tools`), in order.
+pub fn tool_names(found: &Value) -> Vec<&str> {
+    found["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no tools in {found}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect()
+}
+
 pub fn stderr_of(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
