@@ -46,6 +46,31 @@ pub trait Embedder: Send + Sync {
     /// One vector per text, in order. Vectors need not be normalised: [`VectorSet`] and the
     /// query path normalise them.
     fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError>;
+
+    /// The vector of one search query. A query is embedded alone while someone waits for the
+    /// answer, so an implementation may compute it another way than [`Embedder::embed`] (a
+    /// faster approximation of the same model); it must then name those vectors apart with
+    /// [`Embedder::query_model_id`]. The default embeds the query as a text.
+    fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
+        self.embed(&[query])?.pop().ok_or(EmbedError::WrongCount {
+            expected: 1,
+            got: 0,
+        })
+    }
+
+    /// Names the vectors [`Embedder::embed_query`] makes, as [`Embedder::model_id`] names the
+    /// texts' vectors; caches of query vectors are keyed by it. The default is the model's id,
+    /// right for an embedder that embeds a query as a text.
+    fn query_model_id(&self) -> &str {
+        self.model_id()
+    }
+}
+
+/// [`Embedder::embed_query`], checked as [`embed_checked`] checks texts' vectors.
+pub fn embed_query_checked(embedder: &dyn Embedder, query: &str) -> Result<Vec<f32>, EmbedError> {
+    let vector = embedder.embed_query(query)?;
+    check_vector(embedder.dimensions(), &vector)?;
+    Ok(vector)
 }
 
 /// Calls `embedder` and checks what it returned: one vector per text, each of the embedder's

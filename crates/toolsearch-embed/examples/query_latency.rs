@@ -39,9 +39,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut files = Vec::new();
     let mut model: Option<PathBuf> = None;
     let mut max_chars = usize::MAX;
+    let mut quantized = false;
+    let mut check = true;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
+            "--quantized" => quantized = true,
+            "--no-check" => check = false,
             "--model" => model = args.next().map(PathBuf::from),
             "--cut" => {
                 max_chars = args
@@ -77,14 +81,35 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let location = ModelLocation::resolve(model.as_deref())?;
     let embedder = BertEmbedder::load(&location.dir)?;
+    let embed = |query: &str| -> Result<Vec<f32>, toolsearch_core::embed::EmbedError> {
+        if quantized {
+            embedder.embed_query(query)
+        } else {
+            Ok(embedder.embed(&[query])?.remove(0))
+        }
+    };
     for query in queries.iter().take(20) {
-        embedder.embed(&[query.as_str()])?;
+        embed(query)?;
     }
     let mut ms = Vec::with_capacity(queries.len());
+    let mut cosines = Vec::new();
     for query in &queries {
         let started = Instant::now();
-        embedder.embed(&[query.as_str()])?;
+        let vector = embed(query)?;
         ms.push(started.elapsed().as_secs_f64() * 1000.0);
+        if quantized && check {
+            let exact = embedder.embed(&[query.as_str()])?.remove(0);
+            cosines.push(toolsearch_core::embed::dot(&vector, &exact));
+        }
+    }
+    if !cosines.is_empty() {
+        cosines.sort_by(f32::total_cmp);
+        println!(
+            "cosine to the f32 vector: min {:.4}, p1 {:.4}, median {:.4}",
+            cosines[0],
+            cosines[cosines.len() / 100],
+            cosines[cosines.len() / 2]
+        );
     }
     ms.sort_by(f64::total_cmp);
     let at = |p: usize| ms[(ms.len() * p / 100).min(ms.len() - 1)];

@@ -2,10 +2,11 @@
 //! tokens (no padding, at most [`MAX_TOKENS`]), the encoder, mean pooling over the attention mask,
 //! L2 normalisation.
 
-use crate::encoder::{Config, Encoder};
+use crate::encoder::{model_root, Config, Encoder};
 use crate::error::ModelError;
 use crate::hash::{copy_hashed, hex, sha256};
 use crate::location::MODEL_FILES;
+use crate::quantized::QuantizedEncoder;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use std::path::{Path, PathBuf};
@@ -24,10 +25,18 @@ const MAX_BATCH_TOKENS: usize = 512;
 /// What makes vectors differ beyond the files: the pooling and the token limit.
 const RECIPE: &str = "mean-pool/l2/max-tokens-256";
 
+/// What makes a query's vector differ from the same text's: the dense layers in bytes.
+const QUERY_RECIPE: &str = "query-dense-int8";
+
 /// A loaded model. Shared by `&self` between threads; each call runs on the caller's thread
 /// (candle's matrix products use the rayon pool).
 pub struct BertEmbedder {
     model: Encoder,
+    /// The same model with its dense layers in bytes, for a lone query, where the CPU has a
+    /// byte multiply-add; `None` embeds queries as texts.
+    query_model: Option<QuantizedEncoder>,
+    /// Names the vectors of `query_model` (the identity otherwise).
+    query_identity: String,
     tokenizer: Tokenizer,
     device: Device,
     dims: usize,
@@ -157,10 +166,18 @@ impl BertEmbedder {
         };
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
             .map_err(weights_error)?;
+        let query_model = QuantizedEncoder::load(model_root(vb.clone(), &config), &config)
+            .map_err(weights_error)?;
+        let query_identity = match query_model {
+            Some(_) => format!("{identity}/{QUERY_RECIPE}"),
+            None => identity.clone(),
+        };
         let model = Encoder::load(vb, &config).map_err(weights_error)?;
         tracing::debug!(dir = %dir.display(), %identity, dims = config.hidden_size, "embedding model loaded");
         Ok(Self {
             model,
+            query_model,
+            query_identity,
             tokenizer,
             device,
             dims: config.hidden_size,
@@ -302,6 +319,31 @@ impl Embedder for BertEmbedder {
 
     fn dimensions(&self) -> usize {
         self.dims
+    }
+
+    /// Through the encoder with its dense layers in bytes where the CPU has a byte
+    /// multiply-add (a few times faster for a lone text, cosine 0.993 or more to the f32
+    /// vector on the evaluation queries); as a text otherwise.
+    fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
+        let Some(model) = &self.query_model else {
+            return self.embed(&[query])?.pop().ok_or(EmbedError::WrongCount {
+                expected: 1,
+                got: 0,
+            });
+        };
+        let encoding = self
+            .tokenizer
+            .encode(query, true)
+            .map_err(|e| self.model_error(format!("tokenizing failed: {e}")))?;
+        let mut vector = model
+            .pooled(encoding.get_ids())
+            .map_err(|e| self.model_error(e))?;
+        normalize(&mut vector);
+        Ok(vector)
+    }
+
+    fn query_model_id(&self) -> &str {
+        &self.query_identity
     }
 
     /// Tokenizes all texts, then runs them in batches of similar length (sorted by token count,

@@ -4,7 +4,7 @@
 use crate::cache::{EmbedStats, VectorCache};
 use crate::error::ModelError;
 use std::sync::{Arc, Mutex, PoisonError};
-use toolsearch_core::embed::{EmbedError, Embedder};
+use toolsearch_core::embed::{embed_query_checked, EmbedError, Embedder};
 use toolsearch_core::SearchEngine;
 
 /// `inner` behind a vector cache. Hand it to a search engine in place of the model when every text
@@ -65,6 +65,33 @@ impl Embedder for CachedEmbedder {
         total.cached += stats.cached;
         total.embedded += stats.embedded;
         Ok(vectors)
+    }
+
+    /// A query embedded as a text is cached as one; a query the model computes its own way is
+    /// cached under its query identity and the query, so that it never stands for a text.
+    fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
+        let query_model = self.inner.query_model_id();
+        if query_model == self.inner.model_id() {
+            return self.embed(&[query])?.pop().ok_or(EmbedError::WrongCount {
+                expected: 1,
+                got: 0,
+            });
+        }
+        let key = format!("{query_model}\u{0}{query}");
+        let mut guard = self.cache.lock().unwrap_or_else(PoisonError::into_inner);
+        let (cache, total) = &mut *guard;
+        if let Some(vector) = cache.get(&key) {
+            total.cached += 1;
+            return Ok(vector.to_vec());
+        }
+        let vector = embed_query_checked(self.inner.as_ref(), query)?;
+        cache.insert(&key, &vector)?;
+        total.embedded += 1;
+        Ok(vector)
+    }
+
+    fn query_model_id(&self) -> &str {
+        self.inner.query_model_id()
     }
 }
 
@@ -142,6 +169,64 @@ mod tests {
         let again = CachedEmbedder::new(model.clone(), cache).unwrap();
         assert_eq!(again.embed(&["a", "b"]).unwrap(), first);
         assert_eq!(model.texts.load(Ordering::SeqCst), 2, "read from disk");
+    }
+
+    /// Embeds a query its own way: the text's vector turned around.
+    struct OwnQueries {
+        inner: Counting,
+        queries: AtomicUsize,
+    }
+
+    impl Embedder for OwnQueries {
+        fn model_id(&self) -> &str {
+            self.inner.model_id()
+        }
+        fn dimensions(&self) -> usize {
+            self.inner.dimensions()
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            self.inner.embed(texts)
+        }
+        fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
+            self.queries.fetch_add(1, Ordering::SeqCst);
+            let mut vector = self.inner.inner.embed(&[query])?.remove(0);
+            vector.reverse();
+            Ok(vector)
+        }
+        fn query_model_id(&self) -> &str {
+            "counting/own-queries"
+        }
+    }
+
+    #[test]
+    fn a_query_computed_its_own_way_is_cached_apart_from_the_same_text() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("v.bin");
+        let model = Arc::new(OwnQueries {
+            inner: Counting {
+                inner: HashEmbedder::new(8),
+                texts: AtomicUsize::new(0),
+            },
+            queries: AtomicUsize::new(0),
+        });
+        let (cache, _) = VectorCache::open(&path, "counting", 8);
+        let cached = CachedEmbedder::new(model.clone(), cache).unwrap();
+        assert_eq!(cached.query_model_id(), "counting/own-queries");
+        let text = cached.embed(&["send an email"]).unwrap().remove(0);
+        let query = cached.embed_query("send an email").unwrap();
+        assert_ne!(
+            query, text,
+            "the text's cached vector does not stand for the query"
+        );
+        assert_eq!(cached.embed_query("send an email").unwrap(), query);
+        assert_eq!(model.queries.load(Ordering::SeqCst), 1, "embedded once");
+        assert_eq!(cached.embed(&["send an email"]).unwrap().remove(0), text);
+        cached.save().unwrap();
+
+        let (cache, _) = VectorCache::open(&path, "counting", 8);
+        let again = CachedEmbedder::new(model.clone(), cache).unwrap();
+        assert_eq!(again.embed_query("send an email").unwrap(), query);
+        assert_eq!(model.queries.load(Ordering::SeqCst), 1, "read from disk");
     }
 
     #[test]

@@ -45,22 +45,9 @@ pub(crate) struct Encoder {
 }
 
 impl Encoder {
-    /// Reads the weights under `bert.`, `<model_type>.` or the root, as candle's BERT does.
+    /// Reads the weights under the model's root ([`model_root`]).
     pub(crate) fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
-        let vb = if vb.contains_tensor("bert.embeddings.word_embeddings.weight") {
-            vb.pp("bert")
-        } else {
-            match &config.model_type {
-                Some(prefix)
-                    if vb.contains_tensor(&format!(
-                        "{prefix}.embeddings.word_embeddings.weight"
-                    )) =>
-                {
-                    vb.pp(prefix)
-                }
-                _ => vb,
-            }
-        };
+        let vb = model_root(vb, config);
         let embeddings = Embeddings::load(vb.pp("embeddings"), config)?;
         let layers = (0..config.num_hidden_layers)
             .map(|i| Layer::load(vb.pp(format!("encoder.layer.{i}")), config))
@@ -79,6 +66,22 @@ impl Encoder {
             hidden = layer.forward(&hidden, &mask)?;
         }
         Ok(hidden)
+    }
+}
+
+/// The weights under `bert.`, `<model_type>.` or the root, as candle's BERT reads them.
+pub(crate) fn model_root<'a>(vb: VarBuilder<'a>, config: &Config) -> VarBuilder<'a> {
+    if vb.contains_tensor("bert.embeddings.word_embeddings.weight") {
+        vb.pp("bert")
+    } else {
+        match &config.model_type {
+            Some(prefix)
+                if vb.contains_tensor(&format!("{prefix}.embeddings.word_embeddings.weight")) =>
+            {
+                vb.pp(prefix)
+            }
+            _ => vb,
+        }
     }
 }
 
@@ -232,7 +235,7 @@ fn gelu_erf(xs: &Tensor) -> Result<Tensor> {
     Tensor::from_vec(values, xs.shape(), xs.device())
 }
 
-fn gelu_in_place(values: &mut [f32]) {
+pub(crate) fn gelu_in_place(values: &mut [f32]) {
     for v in values.iter_mut() {
         let x = *v;
         *v = 0.5 * x * (1.0 + erf(x * std::f32::consts::FRAC_1_SQRT_2));

@@ -20,6 +20,7 @@ mod error;
 mod fetch;
 mod hash;
 mod location;
+mod quantized;
 
 // The tests name the crate as a user does.
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! A small LRU of query vectors: agents repeat and retry queries, and embedding one costs
 //! milliseconds where a lookup costs nothing.
 
-use super::{embed_checked, normalize, EmbedError, Embedder};
+use super::{embed_query_checked, normalize, EmbedError, Embedder};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -133,16 +133,11 @@ impl QueryVectorCache {
         embedder: &dyn Embedder,
         query: &str,
     ) -> Result<Arc<[f32]>, EmbedError> {
-        let model = embedder.model_id();
+        let model = embedder.query_model_id();
         if let Some(vector) = self.get(model, query) {
             return Ok(vector);
         }
-        let vector = embed_checked(embedder, &[query])?
-            .pop()
-            .ok_or(EmbedError::WrongCount {
-                expected: 1,
-                got: 0,
-            })?;
+        let vector = embed_query_checked(embedder, query)?;
         Ok(self.insert(model, query, vector))
     }
 }
@@ -220,6 +215,41 @@ mod tests {
         assert!(cache.get("model-a", "q").is_none());
         assert_eq!(&*cache.get("model-b", "q").unwrap(), &[0.0, 1.0]);
         assert_eq!(cache.len(), 1);
+    }
+
+    /// Embeds a query its own way (the text's vector turned around), named apart.
+    struct OwnQueries(HashEmbedder);
+
+    impl Embedder for OwnQueries {
+        fn model_id(&self) -> &str {
+            self.0.model_id()
+        }
+        fn dimensions(&self) -> usize {
+            self.0.dimensions()
+        }
+        fn embed(&self, texts: &[&str]) -> Result<Vec<Vec<f32>>, EmbedError> {
+            self.0.embed(texts)
+        }
+        fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
+            let mut vector = self.0.embed(&[query])?.remove(0);
+            vector.reverse();
+            Ok(vector)
+        }
+        fn query_model_id(&self) -> &str {
+            "own-queries"
+        }
+    }
+
+    #[test]
+    fn a_query_is_embedded_as_a_query_and_kept_under_the_query_identity() {
+        let model = OwnQueries(HashEmbedder::new(16));
+        let cache = QueryVectorCache::new(4);
+        let vector = cache.get_or_embed(&model, "send an email").unwrap();
+        let mut expected = model.embed_query("send an email").unwrap();
+        normalize(&mut expected);
+        assert_eq!(&*vector, expected.as_slice());
+        assert!(cache.get("own-queries", "send an email").is_some());
+        assert!(cache.get(model.model_id(), "send an email").is_none());
     }
 
     #[test]

@@ -137,3 +137,47 @@ fn identity_is_the_hash_of_the_files_and_the_files_are_the_pinned_ones() {
     assert_eq!(model_identity(&dir).expect("hashes"), model.model_id());
     assert_eq!(verify_default_model(&dir).expect("reads"), None);
 }
+
+#[test]
+fn a_query_embeds_close_to_the_same_text_and_is_named_apart_when_computed_in_bytes() {
+    let Some(model) =
+        model("a_query_embeds_close_to_the_same_text_and_is_named_apart_when_computed_in_bytes")
+    else {
+        return;
+    };
+    let queries = [
+        "remember that Alice likes tea",
+        "what time is it in Tokyo",
+        "send an email to a colleague",
+        "find all the PDF files somewhere under my projects and list the biggest ones first",
+        "x",
+    ];
+    for query in queries {
+        let as_text = embed_one(model, query);
+        let as_query = model.embed_query(query).expect("embeds a query");
+        assert_eq!(as_query.len(), 384);
+        assert!(
+            (dot(&as_query, &as_query) - 1.0).abs() < 1e-4,
+            "L2-normalised"
+        );
+        let cosine = dot(&as_query, &as_text);
+        assert!(
+            cosine > 0.99,
+            "{query:?}: cosine {cosine} to its vector as a text"
+        );
+        assert_eq!(
+            as_query,
+            model.embed_query(query).expect("embeds a query"),
+            "the same query gives the same vector"
+        );
+        if as_query == as_text {
+            assert_eq!(model.query_model_id(), model.model_id(), "{query:?}");
+        } else {
+            assert_ne!(
+                model.query_model_id(),
+                model.model_id(),
+                "{query:?}: a vector computed another way must be named apart"
+            );
+        }
+    }
+}

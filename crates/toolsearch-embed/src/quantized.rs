@@ -1,0 +1,912 @@
+//! The encoder for one short text (a query) with its dense layers in 8-bit integers.
+//!
+//! A query is a few dozen tokens, so its matrix products are thin: each weight is used a
+//! handful of times per read. In f32 that is bound by reading the layers' 42 MB of weights and
+//! by a general matrix library's per-product set-up; in bytes the weights are a quarter of that
+//! and one `vpdpbusd` does 32 (AVX-VNNI) or 64 (AVX-512 VNNI) multiply-adds. Used only where
+//! the CPU has one of them ([`Kernel::fast`]); elsewhere queries run in f32 like every text.
+//!
+//! - Weights: each output row scaled so its largest magnitude is 127 and rounded (per row, once
+//!   at load). Activations: each token's inputs scaled the same way when the layer runs, then
+//!   shifted by 128 into unsigned bytes (what `vpdpbusd` multiplies); the shift is taken back
+//!   out exactly with each row's sum of weights. The integer sums are exact, so both kernels
+//!   give the same vector.
+//! - Everything else (embeddings, attention, layer norms, GELU, pooling) stays f32; attention's
+//!   two products per head go to `gemm`, the library candle's own products run on.
+//! - One core: the products of a lone query are too small to pay for waking a second one.
+
+use crate::encoder::{gelu_in_place, Config, HiddenAct};
+use candle_core::{Result, Tensor};
+use candle_nn::VarBuilder;
+
+/// Inputs are padded to a multiple of this many bytes (one 512-bit register, two 256-bit ones).
+const LANE_BYTES: usize = 64;
+
+/// Tokens computed together against one weight row.
+const TOKEN_BLOCK: usize = 4;
+
+/// A dense layer with 8-bit weights.
+pub(crate) struct QuantizedLinear {
+    outputs: usize,
+    inputs: usize,
+    /// `inputs` rounded up to [`LANE_BYTES`]; the padding weights are 0.
+    stride: usize,
+    weights: Vec<i8>,
+    scales: Vec<f32>,
+    /// 128 × the row's weight sum: what the activations' shift adds to each row's sum.
+    shift_correction: Vec<i32>,
+    bias: Vec<f32>,
+}
+
+impl QuantizedLinear {
+    /// From candle's `(outputs, inputs)` weight and `(outputs)` bias.
+    pub(crate) fn new(weight: &Tensor, bias: &Tensor) -> Result<Self> {
+        let (outputs, inputs) = weight.dims2()?;
+        let rows = weight.to_vec2::<f32>()?;
+        let bias = bias.to_vec1::<f32>()?;
+        if bias.len() != outputs {
+            return Err(candle_core::Error::Msg(format!(
+                "a dense layer has {outputs} outputs but {} biases",
+                bias.len()
+            )));
+        }
+        let stride = inputs.div_ceil(LANE_BYTES) * LANE_BYTES;
+        let mut weights = vec![0i8; outputs * stride];
+        let mut scales = Vec::with_capacity(outputs);
+        let mut shift_correction = Vec::with_capacity(outputs);
+        for (row, out) in rows.iter().zip(weights.chunks_exact_mut(stride)) {
+            let scale = quantize_into(row, out);
+            scales.push(scale);
+            shift_correction.push(128 * out.iter().map(|&w| i32::from(w)).sum::<i32>());
+        }
+        Ok(Self {
+            outputs,
+            inputs,
+            stride,
+            weights,
+            scales,
+            shift_correction,
+            bias,
+        })
+    }
+
+    /// `input` is `tokens × inputs`, row-major; returns `tokens × outputs`.
+    #[inline(always)]
+    fn forward(&self, input: &[f32], tokens: usize, kernel: Kernel) -> Vec<f32> {
+        let quantized = QuantizedRows::new(input, tokens, self.inputs, self.stride);
+        let padded = quantized.padded_tokens;
+        // On the calling thread: a lone query's products are too small to pay for waking
+        // another core (measured: p50 4.3 ms on one core, 5.5 ms split in two).
+        let mut sums = vec![0i32; padded * self.outputs];
+        kernel.run(&self.weights, self.stride, &quantized, &mut sums);
+        let outputs = self.outputs;
+        let mut out = vec![0f32; tokens * outputs];
+        for ((token_sums, out_row), &token_scale) in sums
+            .chunks_exact(outputs)
+            .zip(out.chunks_exact_mut(outputs))
+            .zip(&quantized.scales)
+        {
+            for ((((value, &sum), &correction), &scale), &bias) in out_row
+                .iter_mut()
+                .zip(token_sums)
+                .zip(&self.shift_correction)
+                .zip(&self.scales)
+                .zip(&self.bias)
+            {
+                *value = (sum - correction) as f32 * scale * token_scale + bias;
+            }
+        }
+        out
+    }
+}
+
+/// Scales `values` so the largest magnitude is 127, rounds them into `out` (whose extra room
+/// stays 0) and returns the scale that gives them back (0 for all zeros).
+#[inline(always)]
+fn quantize_into(values: &[f32], out: &mut [i8]) -> f32 {
+    // Eight running maxima, which the compiler keeps in one vector register.
+    let mut lanes = [0f32; 8];
+    let (chunks, rest) = values.as_chunks::<8>();
+    for chunk in chunks {
+        for (lane, v) in lanes.iter_mut().zip(chunk) {
+            *lane = lane.max(v.abs());
+        }
+    }
+    let largest = rest
+        .iter()
+        .fold(lanes.iter().fold(0f32, |m, &l| m.max(l)), |m, v| {
+            m.max(v.abs())
+        });
+    if largest == 0.0 || !largest.is_finite() {
+        out.iter_mut().for_each(|o| *o = 0);
+        return 0.0;
+    }
+    let inverse = 127.0 / largest;
+    for (v, o) in values.iter().zip(out.iter_mut()) {
+        // Rounded half away from zero, as `f32::round` does, without its library call (which
+        // stops the loop from vectorising); NaN becomes 0.
+        // (Through i32: a float-to-i32 conversion vectorises, a saturating one to i8 does not.)
+        let scaled = v * inverse;
+        *o = (scaled + 0.5f32.copysign(scaled)).clamp(-127.0, 127.0) as i32 as i8;
+    }
+    largest / 127.0
+}
+
+/// A layer's input in bytes: each token scaled to ±127, shifted by 128 into `u8`, padded with
+/// the byte for 0 (128) to the layer's stride and to a whole [`TOKEN_BLOCK`] of tokens.
+struct QuantizedRows {
+    bytes: Vec<u8>,
+    scales: Vec<f32>,
+    stride: usize,
+    padded_tokens: usize,
+}
+
+impl QuantizedRows {
+    #[inline(always)]
+    fn new(input: &[f32], tokens: usize, inputs: usize, stride: usize) -> Self {
+        let padded_tokens = tokens.div_ceil(TOKEN_BLOCK) * TOKEN_BLOCK;
+        let mut bytes = vec![128u8; padded_tokens * stride];
+        let mut scales = vec![0f32; padded_tokens];
+        let mut signed = vec![0i8; inputs];
+        for ((row, out), scale) in input
+            .chunks_exact(inputs)
+            .take(tokens)
+            .zip(bytes.chunks_exact_mut(stride))
+            .zip(scales.iter_mut())
+        {
+            *scale = quantize_into(row, &mut signed);
+            for (out, &s) in out.iter_mut().zip(&signed) {
+                *out = s as u8 ^ 0x80;
+            }
+        }
+        Self {
+            bytes,
+            scales,
+            stride,
+            padded_tokens,
+        }
+    }
+
+    fn token(&self, t: usize) -> &[u8] {
+        &self.bytes[t * self.stride..(t + 1) * self.stride]
+    }
+}
+
+/// Which loop computes the integer sums: each gives exactly the same sums. The encoder runs
+/// only where a multiply-add instruction on bytes exists ([`Kernel::fast`]): without one, the
+/// sums cost more than the f32 products they replace (5 against 135 GMAC/s measured here), and
+/// the model runs in f32 instead. The portable loop is the reference the others are tested
+/// against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kernel {
+    #[cfg_attr(not(test), allow(dead_code))]
+    Portable,
+    #[cfg(target_arch = "x86_64")]
+    AvxVnni,
+    #[cfg(target_arch = "x86_64")]
+    Avx512Vnni,
+}
+
+impl Kernel {
+    /// The byte multiply-add this CPU has, if any: AVX-VNNI (256-bit), else AVX-512 VNNI
+    /// (which measured no faster here, at twice the width).
+    fn fast() -> Option<Self> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx2") && has!("avxvnni") {
+                return Some(Self::AvxVnni);
+            }
+            if has!("avx512f") && has!("avx512vnni") {
+                return Some(Self::Avx512Vnni);
+            }
+        }
+        None
+    }
+
+    /// Every kernel this CPU can run (for the tests that hold them to the portable one).
+    #[cfg(test)]
+    fn available() -> Vec<Self> {
+        let mut kernels = vec![Self::Portable];
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx2") && has!("avxvnni") {
+                kernels.push(Self::AvxVnni);
+            }
+            if has!("avx512f") && has!("avx512vnni") {
+                kernels.push(Self::Avx512Vnni);
+            }
+        }
+        kernels
+    }
+
+    fn run(self, weights: &[i8], stride: usize, input: &QuantizedRows, out: &mut [i32]) {
+        match self {
+            Self::Portable => sums_portable(weights, stride, input, out),
+            #[cfg(target_arch = "x86_64")]
+            #[allow(unsafe_code)]
+            // SAFETY: chosen only when the CPU has AVX2 and AVX-VNNI (checked in `fast` and `available`).
+            Self::AvxVnni => unsafe { vnni::sums(weights, stride, input, out) },
+            #[cfg(target_arch = "x86_64")]
+            #[allow(unsafe_code)]
+            // SAFETY: chosen only when the CPU has AVX-512F and AVX-512 VNNI (checked in
+            // `fast` and `available`).
+            Self::Avx512Vnni => unsafe { vnni512::sums(weights, stride, input, out) },
+        }
+    }
+}
+
+fn sums_portable(weights: &[i8], stride: usize, input: &QuantizedRows, out: &mut [i32]) {
+    let rows = weights.len() / stride;
+    for (t, sums) in out
+        .chunks_exact_mut(rows)
+        .take(input.padded_tokens)
+        .enumerate()
+    {
+        let token = input.token(t);
+        for (row, sum) in weights.chunks_exact(stride).zip(sums.iter_mut()) {
+            *sum = token
+                .iter()
+                .zip(row)
+                .map(|(&x, &w)| i32::from(x) * i32::from(w))
+                .sum();
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod vnni {
+    use super::QuantizedRows;
+
+    /// Tokens computed together against one weight row: four accumulators.
+    const TOKEN_BLOCK: usize = super::TOKEN_BLOCK;
+    const _: () = assert!(TOKEN_BLOCK == 4);
+    use std::arch::x86_64::{
+        __m256i, _mm256_castsi256_si128, _mm256_dpbusd_avx_epi32, _mm256_extracti128_si256,
+        _mm256_loadu_si256, _mm256_setzero_si256, _mm_add_epi32, _mm_cvtsi128_si32,
+        _mm_shuffle_epi32,
+    };
+
+    /// Token blocks outermost, so that a block's four rows of bytes stay in the first-level
+    /// cache while every weight row streams past them; two weight rows at a time, so that
+    /// six loads feed eight multiply-adds.
+    #[target_feature(enable = "avx2,avxvnni")]
+    pub(super) fn sums(weights: &[i8], stride: usize, input: &QuantizedRows, out: &mut [i32]) {
+        let padded = input.padded_tokens;
+        let rows = weights.len() / stride;
+        let lanes = stride / 32;
+        assert!(
+            stride.is_multiple_of(32)
+                && out.len() >= rows * padded
+                && input.bytes.len() >= padded * stride
+                && padded.is_multiple_of(TOKEN_BLOCK)
+        );
+        for block in 0..padded / TOKEN_BLOCK {
+            let t = block * TOKEN_BLOCK;
+            let x = input.bytes[t * stride..].as_ptr();
+            let mut r = 0;
+            while r + 2 <= rows {
+                let w = weights[r * stride..].as_ptr();
+                let mut acc = [_mm256_setzero_si256(); 8];
+                for c in 0..lanes {
+                    #[allow(unsafe_code)]
+                    // SAFETY: `c * 32 + 32 <= stride`, rows `r` and `r + 1` are within
+                    // `weights` and tokens `t..t + 4` within `input.bytes` (asserted above).
+                    unsafe {
+                        let w0 = load(w.add(c * 32).cast());
+                        let w1 = load(w.add(stride + c * 32).cast());
+                        let (first, second) = acc.split_at_mut(TOKEN_BLOCK);
+                        for (i, (a0, a1)) in first.iter_mut().zip(second).enumerate() {
+                            let xi = load(x.add(i * stride + c * 32));
+                            *a0 = _mm256_dpbusd_avx_epi32(*a0, xi, w0);
+                            *a1 = _mm256_dpbusd_avx_epi32(*a1, xi, w1);
+                        }
+                    }
+                }
+                for i in 0..TOKEN_BLOCK {
+                    out[(t + i) * rows + r] = horizontal_sum(acc[i]);
+                    out[(t + i) * rows + r + 1] = horizontal_sum(acc[4 + i]);
+                }
+                r += 2;
+            }
+            if r < rows {
+                let w = weights[r * stride..].as_ptr();
+                let mut acc = [_mm256_setzero_si256(); TOKEN_BLOCK];
+                for c in 0..lanes {
+                    #[allow(unsafe_code)]
+                    // SAFETY: as above, for the last row alone.
+                    unsafe {
+                        let w0 = load(w.add(c * 32).cast());
+                        for (i, a0) in acc.iter_mut().enumerate() {
+                            let xi = load(x.add(i * stride + c * 32));
+                            *a0 = _mm256_dpbusd_avx_epi32(*a0, xi, w0);
+                        }
+                    }
+                }
+                for i in 0..TOKEN_BLOCK {
+                    out[(t + i) * rows + r] = horizontal_sum(acc[i]);
+                }
+            }
+        }
+    }
+
+    /// An unaligned load of 32 bytes.
+    ///
+    /// # Safety
+    /// `bytes` must point to 32 readable bytes.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    #[allow(unsafe_code)]
+    unsafe fn load(bytes: *const u8) -> __m256i {
+        // SAFETY: the caller's promise.
+        unsafe { _mm256_loadu_si256(bytes.cast()) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn horizontal_sum(v: __m256i) -> i32 {
+        let halves = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        let pairs = _mm_add_epi32(halves, _mm_shuffle_epi32::<0b01_00_11_10>(halves));
+        let all = _mm_add_epi32(pairs, _mm_shuffle_epi32::<0b10_11_00_01>(pairs));
+        _mm_cvtsi128_si32(all)
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod vnni512 {
+    use super::{QuantizedRows, LANE_BYTES};
+    use std::arch::x86_64::{
+        __m512i, _mm512_dpbusd_epi32, _mm512_loadu_si512, _mm512_reduce_add_epi32,
+        _mm512_setzero_si512,
+    };
+
+    const TOKEN_BLOCK: usize = super::TOKEN_BLOCK;
+    const _: () = assert!(TOKEN_BLOCK == 4 && LANE_BYTES == 64);
+
+    /// The AVX-VNNI loop (`super::vnni::sums`) with 512-bit registers: 64 bytes per step.
+    #[target_feature(enable = "avx512f,avx512vnni")]
+    pub(super) fn sums(weights: &[i8], stride: usize, input: &QuantizedRows, out: &mut [i32]) {
+        let padded = input.padded_tokens;
+        let rows = weights.len() / stride;
+        let lanes = stride / 64;
+        assert!(
+            stride.is_multiple_of(64)
+                && out.len() >= rows * padded
+                && input.bytes.len() >= padded * stride
+                && padded.is_multiple_of(TOKEN_BLOCK)
+        );
+        for block in 0..padded / TOKEN_BLOCK {
+            let t = block * TOKEN_BLOCK;
+            let x = input.bytes[t * stride..].as_ptr();
+            let mut r = 0;
+            while r + 2 <= rows {
+                let w = weights[r * stride..].as_ptr();
+                let mut acc = [_mm512_setzero_si512(); 8];
+                for c in 0..lanes {
+                    #[allow(unsafe_code)]
+                    // SAFETY: `c * 64 + 64 <= stride`, rows `r` and `r + 1` are within
+                    // `weights` and tokens `t..t + 4` within `input.bytes` (asserted above).
+                    unsafe {
+                        let w0 = load(w.add(c * 64).cast());
+                        let w1 = load(w.add(stride + c * 64).cast());
+                        let (first, second) = acc.split_at_mut(TOKEN_BLOCK);
+                        for (i, (a0, a1)) in first.iter_mut().zip(second).enumerate() {
+                            let xi = load(x.add(i * stride + c * 64));
+                            *a0 = _mm512_dpbusd_epi32(*a0, xi, w0);
+                            *a1 = _mm512_dpbusd_epi32(*a1, xi, w1);
+                        }
+                    }
+                }
+                for i in 0..TOKEN_BLOCK {
+                    out[(t + i) * rows + r] = _mm512_reduce_add_epi32(acc[i]);
+                    out[(t + i) * rows + r + 1] = _mm512_reduce_add_epi32(acc[4 + i]);
+                }
+                r += 2;
+            }
+            if r < rows {
+                let w = weights[r * stride..].as_ptr();
+                let mut acc = [_mm512_setzero_si512(); TOKEN_BLOCK];
+                for c in 0..lanes {
+                    #[allow(unsafe_code)]
+                    // SAFETY: as above, for the last row alone.
+                    unsafe {
+                        let w0 = load(w.add(c * 64).cast());
+                        for (i, a0) in acc.iter_mut().enumerate() {
+                            let xi = load(x.add(i * stride + c * 64));
+                            *a0 = _mm512_dpbusd_epi32(*a0, xi, w0);
+                        }
+                    }
+                }
+                for i in 0..TOKEN_BLOCK {
+                    out[(t + i) * rows + r] = _mm512_reduce_add_epi32(acc[i]);
+                }
+            }
+        }
+    }
+
+    /// An unaligned load of 64 bytes.
+    ///
+    /// # Safety
+    /// `bytes` must point to 64 readable bytes.
+    #[inline]
+    #[target_feature(enable = "avx512f")]
+    #[allow(unsafe_code)]
+    unsafe fn load(bytes: *const u8) -> __m512i {
+        // SAFETY: the caller's promise.
+        unsafe { _mm512_loadu_si512(bytes.cast()) }
+    }
+}
+
+/// A layer norm over one token's values.
+struct Norm {
+    gamma: Vec<f32>,
+    beta: Vec<f32>,
+    eps: f32,
+}
+
+impl Norm {
+    fn load(vb: VarBuilder, width: usize, eps: f64) -> Result<Self> {
+        Ok(Self {
+            gamma: vb.get(width, "weight")?.to_vec1()?,
+            beta: vb.get(width, "bias")?.to_vec1()?,
+            eps: eps as f32,
+        })
+    }
+
+    /// Normalises each `width`-long row of `values` in place.
+    #[inline(always)]
+    fn apply(&self, values: &mut [f32]) {
+        let width = self.gamma.len();
+        for row in values.chunks_exact_mut(width) {
+            let mean = row.iter().sum::<f32>() / width as f32;
+            let variance = row.iter().map(|v| (v - mean) * (v - mean)).sum::<f32>() / width as f32;
+            let inverse = 1.0 / (variance + self.eps).sqrt();
+            for ((v, g), b) in row.iter_mut().zip(&self.gamma).zip(&self.beta) {
+                *v = (*v - mean) * inverse * g + b;
+            }
+        }
+    }
+}
+
+struct Layer {
+    qkv: QuantizedLinear,
+    attention_output: QuantizedLinear,
+    attention_norm: Norm,
+    intermediate: QuantizedLinear,
+    output: QuantizedLinear,
+    output_norm: Norm,
+}
+
+/// The whole encoder for one text, its dense layers in bytes.
+pub(crate) struct QuantizedEncoder {
+    words: Tensor,
+    positions: Vec<f32>,
+    token_type: Vec<f32>,
+    embedding_norm: Norm,
+    layers: Vec<Layer>,
+    width: usize,
+    heads: usize,
+    activation: HiddenAct,
+    kernel: Kernel,
+}
+
+impl QuantizedEncoder {
+    /// Reads the weights from `vb` (already at the model's root: `embeddings.`, `encoder.`), or
+    /// `None` where the CPU has no byte multiply-add ([`Kernel::fast`]).
+    pub(crate) fn load(vb: VarBuilder, config: &Config) -> Result<Option<Self>> {
+        let Some(kernel) = Kernel::fast() else {
+            return Ok(None);
+        };
+        Self::load_with(vb, config, kernel).map(Some)
+    }
+
+    fn load_with(vb: VarBuilder, config: &Config, kernel: Kernel) -> Result<Self> {
+        let width = config.hidden_size;
+        let embeddings = vb.pp("embeddings");
+        let words = embeddings.get((config.vocab_size, width), "word_embeddings.weight")?;
+        let positions = embeddings
+            .get(
+                (config.max_position_embeddings, width),
+                "position_embeddings.weight",
+            )?
+            .flatten_all()?
+            .to_vec1()?;
+        let token_type = embeddings
+            .get(
+                (config.type_vocab_size, width),
+                "token_type_embeddings.weight",
+            )?
+            .get(0)?
+            .to_vec1()?;
+        let embedding_norm = Norm::load(embeddings.pp("LayerNorm"), width, config.layer_norm_eps)?;
+        let linear = |vb: VarBuilder, outputs: usize, inputs: usize| -> Result<QuantizedLinear> {
+            QuantizedLinear::new(
+                &vb.get((outputs, inputs), "weight")?,
+                &vb.get(outputs, "bias")?,
+            )
+        };
+        let layers = (0..config.num_hidden_layers)
+            .map(|i| -> Result<Layer> {
+                let vb = vb.pp(format!("encoder.layer.{i}"));
+                let attention = vb.pp("attention");
+                let projections = ["query", "key", "value"]
+                    .iter()
+                    .map(|name| {
+                        let p = attention.pp("self").pp(*name);
+                        Ok((p.get((width, width), "weight")?, p.get(width, "bias")?))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                let weights: Vec<&Tensor> = projections.iter().map(|(w, _)| w).collect();
+                let biases: Vec<&Tensor> = projections.iter().map(|(_, b)| b).collect();
+                let qkv =
+                    QuantizedLinear::new(&Tensor::cat(&weights, 0)?, &Tensor::cat(&biases, 0)?)?;
+                let intermediate_size = config.intermediate_size;
+                Ok(Layer {
+                    qkv,
+                    attention_output: linear(attention.pp("output").pp("dense"), width, width)?,
+                    attention_norm: Norm::load(
+                        attention.pp("output").pp("LayerNorm"),
+                        width,
+                        config.layer_norm_eps,
+                    )?,
+                    intermediate: linear(
+                        vb.pp("intermediate").pp("dense"),
+                        intermediate_size,
+                        width,
+                    )?,
+                    output: linear(vb.pp("output").pp("dense"), width, intermediate_size)?,
+                    output_norm: Norm::load(
+                        vb.pp("output").pp("LayerNorm"),
+                        width,
+                        config.layer_norm_eps,
+                    )?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            words,
+            positions,
+            token_type,
+            embedding_norm,
+            layers,
+            width,
+            heads: config.num_attention_heads,
+            activation: config.hidden_act,
+            kernel,
+        })
+    }
+
+    /// The mean of the hidden states of `ids` (one text, no padding), not normalised.
+    pub(crate) fn pooled(&self, ids: &[u32]) -> Result<Vec<f32>> {
+        let tokens = ids.len();
+        let width = self.width;
+        if tokens == 0 {
+            return Ok(vec![0.0; width]);
+        }
+        if tokens * width > self.positions.len() {
+            return Err(candle_core::Error::Msg(format!(
+                "{tokens} tokens is more than the model's positions"
+            )));
+        }
+        let ids_tensor = Tensor::new(ids, self.words.device())?;
+        let mut hidden = self
+            .words
+            .index_select(&ids_tensor, 0)?
+            .flatten_all()?
+            .to_vec1::<f32>()?;
+        for (t, row) in hidden.chunks_exact_mut(width).enumerate() {
+            for ((v, p), k) in row
+                .iter_mut()
+                .zip(&self.positions[t * width..])
+                .zip(&self.token_type)
+            {
+                *v += p + k;
+            }
+        }
+        self.embedding_norm.apply(&mut hidden);
+        for layer in &self.layers {
+            hidden = self.layer_on_this_cpu(layer, &hidden, tokens);
+        }
+        let mut pooled = vec![0f32; width];
+        for row in hidden.chunks_exact(width) {
+            for (p, v) in pooled.iter_mut().zip(row) {
+                *p += v;
+            }
+        }
+        for p in &mut pooled {
+            *p /= tokens as f32;
+        }
+        Ok(pooled)
+    }
+
+    /// [`Self::layer`] compiled for AVX2 where the CPU has it: its f32 loops eight wide instead
+    /// of four. The same operations in the same order, so the same vector.
+    fn layer_on_this_cpu(&self, layer: &Layer, hidden: &[f32], tokens: usize) -> Vec<f32> {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+        {
+            #[allow(unsafe_code)]
+            // SAFETY: the CPU has AVX2 and FMA (checked just above).
+            return unsafe { self.layer_avx2(layer, hidden, tokens) };
+        }
+        self.layer(layer, hidden, tokens)
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,fma")]
+    fn layer_avx2(&self, layer: &Layer, hidden: &[f32], tokens: usize) -> Vec<f32> {
+        self.layer(layer, hidden, tokens)
+    }
+
+    #[inline(always)]
+    fn layer(&self, layer: &Layer, hidden: &[f32], tokens: usize) -> Vec<f32> {
+        let width = self.width;
+        let qkv = layer.qkv.forward(hidden, tokens, self.kernel);
+        let context = self.attention(&qkv, tokens);
+        let mut attended = layer
+            .attention_output
+            .forward(&context, tokens, self.kernel);
+        for (a, h) in attended.iter_mut().zip(hidden) {
+            *a += h;
+        }
+        layer.attention_norm.apply(&mut attended);
+        let mut inner = layer.intermediate.forward(&attended, tokens, self.kernel);
+        match self.activation {
+            HiddenAct::Gelu => gelu_in_place(&mut inner),
+            HiddenAct::GeluApproximate => inner.iter_mut().for_each(|x| {
+                let c = (2.0 / std::f32::consts::PI).sqrt();
+                *x = 0.5 * *x * (1.0 + (c * (*x + 0.044_715 * *x * *x * *x)).tanh());
+            }),
+            HiddenAct::Relu => inner.iter_mut().for_each(|x| *x = x.max(0.0)),
+        }
+        let mut out = layer.output.forward(&inner, tokens, self.kernel);
+        for (o, a) in out.iter_mut().zip(&attended) {
+            *o += a;
+        }
+        layer.output_norm.apply(&mut out);
+        debug_assert_eq!(out.len(), tokens * width);
+        out
+    }
+
+    /// Self-attention over one text: `qkv` is `tokens × 3·width` (queries, keys, values).
+    #[inline(always)]
+    fn attention(&self, qkv: &[f32], tokens: usize) -> Vec<f32> {
+        let width = self.width;
+        let head_size = width / self.heads;
+        let scale = 1.0 / (head_size as f32).sqrt();
+        let stride = 3 * width;
+        let mut context = vec![0f32; tokens * width];
+        let mut scores = vec![0f32; tokens * tokens];
+        for head in 0..self.heads {
+            let offset = head * head_size;
+            // scores = scale · Q·Kᵀ, read in place from the stacked projections.
+            let queries = View::new(&qkv[offset..], tokens, head_size, stride, 1);
+            let keys_transposed = View::new(&qkv[width + offset..], head_size, tokens, 1, stride);
+            matmul(&mut scores, tokens, queries, keys_transposed, scale);
+            for row in scores.chunks_exact_mut(tokens) {
+                let largest = max_of(row);
+                for w in row.iter_mut() {
+                    *w = exp(*w - largest);
+                }
+                let inverse = 1.0 / sum_of(row);
+                for w in row.iter_mut() {
+                    *w *= inverse;
+                }
+            }
+            // context (this head's columns) = softmax(scores) · V.
+            let weights = View::new(&scores, tokens, tokens, tokens, 1);
+            let values = View::new(&qkv[2 * width + offset..], tokens, head_size, stride, 1);
+            matmul(&mut context[offset..], width, weights, values, 1.0);
+        }
+        context
+    }
+}
+
+/// A matrix read in place from a slice: element (r, c) at `r × row_step + c × column_step`.
+#[derive(Clone, Copy)]
+struct View<'a> {
+    data: &'a [f32],
+    rows: usize,
+    columns: usize,
+    row_step: usize,
+    column_step: usize,
+}
+
+impl<'a> View<'a> {
+    fn new(
+        data: &'a [f32],
+        rows: usize,
+        columns: usize,
+        row_step: usize,
+        column_step: usize,
+    ) -> Self {
+        Self {
+            data,
+            rows,
+            columns,
+            row_step,
+            column_step,
+        }
+    }
+
+    /// Whether every element lies in `data`.
+    fn fits(&self) -> bool {
+        self.rows == 0
+            || self.columns == 0
+            || (self.rows - 1) * self.row_step + (self.columns - 1) * self.column_step
+                < self.data.len()
+    }
+}
+
+/// `dst = factor · lhs · rhs`, `dst` row-major with `dst_row_step` (its rows: `lhs.rows`, its
+/// columns: `rhs.columns`), on the calling thread, by the matrix library candle uses.
+fn matmul(dst: &mut [f32], dst_row_step: usize, lhs: View, rhs: View, factor: f32) {
+    let (m, n, k) = (lhs.rows, rhs.columns, lhs.columns);
+    assert!(
+        lhs.fits()
+            && rhs.fits()
+            && rhs.rows == k
+            && (m == 0 || n == 0 || (m - 1) * dst_row_step + n - 1 < dst.len()),
+        "a matrix product's shapes do not fit its buffers"
+    );
+    if m == 0 || n == 0 {
+        return;
+    }
+    #[allow(unsafe_code)]
+    // SAFETY: every element the product reads or writes lies within its slice (asserted
+    // above), the destination is borrowed mutably and the sources shared, so none overlap.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            dst_row_step as isize,
+            false,
+            lhs.data.as_ptr(),
+            lhs.column_step as isize,
+            lhs.row_step as isize,
+            rhs.data.as_ptr(),
+            rhs.column_step as isize,
+            rhs.row_step as isize,
+            0.0,
+            factor,
+            false,
+            false,
+            false,
+            gemm::Parallelism::None,
+        );
+    }
+}
+
+/// The largest value, in eight running maxima (which the compiler keeps in one register).
+#[inline(always)]
+fn max_of(values: &[f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; 8];
+    let (chunks, rest) = values.as_chunks::<8>();
+    for chunk in chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane = lane.max(v);
+        }
+    }
+    rest.iter()
+        .chain(&lanes)
+        .fold(f32::NEG_INFINITY, |m, &v| m.max(v))
+}
+
+/// The sum, in eight running sums.
+#[inline(always)]
+fn sum_of(values: &[f32]) -> f32 {
+    let mut lanes = [0f32; 8];
+    let (chunks, rest) = values.as_chunks::<8>();
+    for chunk in chunks {
+        for (lane, &v) in lanes.iter_mut().zip(chunk) {
+            *lane += v;
+        }
+    }
+    lanes.iter().sum::<f32>() + rest.iter().sum::<f32>()
+}
+
+/// `e^x` for the softmax (x ≤ 0 there), without a library call so that a loop of it
+/// vectorises: `2^n · p(r)` with `x = n·ln 2 + r`, `|r| ≤ ln 2 / 2`, and Cephes' degree-6
+/// polynomial for `e^r` (relative error about 1e-7). Below -87 it is 0 within f32's normal
+/// range.
+#[inline(always)]
+fn exp(x: f32) -> f32 {
+    const LN2_HIGH: f32 = 0.693_359_4;
+    const LN2_LOW: f32 = -2.121_944_4e-4;
+    let x = x.clamp(-87.0, 88.0);
+    let n = (x * std::f32::consts::LOG2_E).round_ties_even();
+    let r = x - n * LN2_HIGH - n * LN2_LOW;
+    let mut p = 1.987_569_1e-4f32;
+    p = p.mul_add(r, 1.398_199_9e-3);
+    p = p.mul_add(r, 8.333_452e-3);
+    p = p.mul_add(r, 4.166_579_6e-2);
+    p = p.mul_add(r, 1.666_666_5e-1);
+    p = p.mul_add(r, 0.5);
+    let e_r = (p * r).mul_add(r, r) + 1.0;
+    e_r * f32::from_bits(((n as i32 + 127) as u32) << 23)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rows(tokens: usize, inputs: usize, seed: u32) -> Vec<f32> {
+        (0..tokens * inputs)
+            .map(|i| {
+                ((i as u32).wrapping_mul(2_654_435_761).wrapping_add(seed) % 2001) as f32 / 1000.0
+                    - 1.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn exp_is_the_exponential_to_a_few_units_in_the_last_place() {
+        for i in -8_700..=100 {
+            let x = i as f32 * 0.01;
+            let (got, exact) = (exp(x), f64::from(x).exp());
+            assert!(
+                ((f64::from(got) - exact) / exact).abs() < 5e-7,
+                "exp({x}) = {got}, not {exact}"
+            );
+        }
+        let floor = (-87.0f64).exp();
+        assert!((f64::from(exp(-1000.0)) - floor).abs() < floor * 1e-6);
+    }
+
+    #[test]
+    fn every_kernel_gives_the_same_integer_sums() {
+        for (tokens, inputs, outputs) in [(1, 384, 64), (7, 384, 70), (13, 1536, 33), (4, 40, 3)] {
+            let weight = Tensor::from_vec(
+                rows(outputs, inputs, 7),
+                (outputs, inputs),
+                &candle_core::Device::Cpu,
+            )
+            .unwrap();
+            let bias = Tensor::from_vec(vec![0.5f32; outputs], outputs, &candle_core::Device::Cpu)
+                .unwrap();
+            let layer = QuantizedLinear::new(&weight, &bias).unwrap();
+            let input = QuantizedRows::new(&rows(tokens, inputs, 3), tokens, inputs, layer.stride);
+            let mut expected = vec![0i32; outputs * input.padded_tokens];
+            sums_portable(&layer.weights, layer.stride, &input, &mut expected);
+            for kernel in Kernel::available() {
+                let mut got = vec![0i32; outputs * input.padded_tokens];
+                kernel.run(&layer.weights, layer.stride, &input, &mut got);
+                assert_eq!(got, expected, "{kernel:?} at {tokens}x{inputs}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_layer_in_bytes_stays_close_to_the_layer_in_f32() {
+        let (tokens, inputs, outputs) = (5, 384, 96);
+        let w = rows(outputs, inputs, 11);
+        let x = rows(tokens, inputs, 5);
+        let weight =
+            Tensor::from_vec(w.clone(), (outputs, inputs), &candle_core::Device::Cpu).unwrap();
+        let bias =
+            Tensor::from_vec(vec![0.25f32; outputs], outputs, &candle_core::Device::Cpu).unwrap();
+        let got = QuantizedLinear::new(&weight, &bias).unwrap().forward(
+            &x,
+            tokens,
+            Kernel::fast().unwrap_or(Kernel::Portable),
+        );
+        for t in 0..tokens {
+            for o in 0..outputs {
+                let exact: f32 = (0..inputs)
+                    .map(|i| x[t * inputs + i] * w[o * inputs + i])
+                    .sum::<f32>()
+                    + 0.25;
+                let diff = (got[t * outputs + o] - exact).abs();
+                assert!(
+                    diff < 0.1,
+                    "token {t}, output {o}: {} against {exact}",
+                    got[t * outputs + o]
+                );
+            }
+        }
+    }
+}
