@@ -335,9 +335,10 @@ impl Embedder for BertEmbedder {
             .tokenizer
             .encode(query, true)
             .map_err(|e| self.model_error(format!("tokenizing failed: {e}")))?;
-        let mut vector = model
-            .pooled(encoding.get_ids())
-            .map_err(|e| self.model_error(e))?;
+        // Inside the shared pool, so that splitting a long text's products between two cores
+        // (`rayon::join`) hands work to a worker rather than waking the pool for each product.
+        let mut vector =
+            rayon::scope(|_| model.pooled(encoding.get_ids())).map_err(|e| self.model_error(e))?;
         normalize(&mut vector);
         Ok(vector)
     }
