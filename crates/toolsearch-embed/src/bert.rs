@@ -166,13 +166,17 @@ impl BertEmbedder {
         };
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
             .map_err(weights_error)?;
-        let query_model = QuantizedEncoder::load(model_root(vb.clone(), &config), &config)
-            .map_err(weights_error)?;
+        let model = Encoder::load(vb.clone(), &config).map_err(weights_error)?;
+        let query_model = QuantizedEncoder::load(
+            model_root(vb, &config),
+            &config,
+            model.word_embeddings().clone(),
+        )
+        .map_err(weights_error)?;
         let query_identity = match query_model {
             Some(_) => format!("{identity}/{QUERY_RECIPE}"),
             None => identity.clone(),
         };
-        let model = Encoder::load(vb, &config).map_err(weights_error)?;
         tracing::debug!(dir = %dir.display(), %identity, dims = config.hidden_size, "embedding model loaded");
         Ok(Self {
             model,

@@ -55,6 +55,11 @@ impl Encoder {
         Ok(Self { embeddings, layers })
     }
 
+    /// The word embeddings (vocabulary × hidden size), to share rather than load twice.
+    pub(crate) fn word_embeddings(&self) -> &Tensor {
+        self.embeddings.words.embeddings()
+    }
+
     /// `ids`, `types` and `mask` are (batch, tokens); the mask is 1 for a token, 0 for padding.
     pub(crate) fn forward(&self, ids: &Tensor, types: &Tensor, mask: &Tensor) -> Result<Tensor> {
         let mut hidden = self.embeddings.forward(ids, types)?;

@@ -517,19 +517,26 @@ pub(crate) struct QuantizedEncoder {
 }
 
 impl QuantizedEncoder {
-    /// Reads the weights from `vb` (already at the model's root: `embeddings.`, `encoder.`), or
+    /// Reads the weights from `vb` (already at the model's root: `embeddings.`, `encoder.`),
+    /// sharing `words` (the f32 encoder's word embeddings, the model's largest tensor), or
     /// `None` where the CPU has no byte multiply-add ([`Kernel::fast`]).
-    pub(crate) fn load(vb: VarBuilder, config: &Config) -> Result<Option<Self>> {
+    pub(crate) fn load(vb: VarBuilder, config: &Config, words: Tensor) -> Result<Option<Self>> {
         let Some(kernel) = Kernel::fast() else {
             return Ok(None);
         };
-        Self::load_with(vb, config, kernel).map(Some)
+        Self::load_with(vb, config, words, kernel).map(Some)
     }
 
-    fn load_with(vb: VarBuilder, config: &Config, kernel: Kernel) -> Result<Self> {
+    fn load_with(vb: VarBuilder, config: &Config, words: Tensor, kernel: Kernel) -> Result<Self> {
         let width = config.hidden_size;
         let embeddings = vb.pp("embeddings");
-        let words = embeddings.get((config.vocab_size, width), "word_embeddings.weight")?;
+        if words.dims2()? != (config.vocab_size, width) {
+            return Err(candle_core::Error::Msg(format!(
+                "the word embeddings are {:?}, not {} × {width}",
+                words.dims(),
+                config.vocab_size
+            )));
+        }
         let positions = embeddings
             .get(
                 (config.max_position_embeddings, width),
