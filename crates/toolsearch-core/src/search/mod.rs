@@ -571,13 +571,17 @@ impl SearchEngine {
             SearchMode::Keyword | SearchMode::Hybrid => {
                 let keyword = self.keyword_candidates(query, &request.filters.scope, &mut terms)?;
                 if mode == SearchMode::Hybrid {
-                    match self.dense_ranking(query, &request.filters, usize::MAX) {
-                        Ok(all) => {
+                    match self.dense_similarities(query, &request.filters) {
+                        Ok(mut all) => {
                             // Read over the whole ranking, before the list is cut to candidates.
                             let dense_standout = standout(all.iter().map(|&(_, s)| s));
+                            // Only the head of the ranking is read by rank: sorting the whole
+                            // catalog by similarity was a fifth of a search.
+                            let head = self.config.dense_candidates.max(self.config.guesses).max(2);
+                            sort_head(&mut all, head);
                             dense_first = clear_first(&all);
                             dense_top = all.first().map(|&(slot, _)| slot);
-                            let dense = self.dense_list(&keyword, all);
+                            let dense = self.dense_list(&keyword, all, head);
                             self.fuse(query, keyword, &dense, dense_standout)
                         }
                         Err(error) => {
@@ -844,6 +848,19 @@ impl SearchEngine {
         filters: &Filters,
         depth: usize,
     ) -> Result<Vec<(u32, f32)>> {
+        let mut ranked = self.dense_similarities(query, filters)?;
+        if depth < ranked.len() {
+            let cutoff = keyword::kth_largest(ranked.iter().map(|&(_, s)| s), depth);
+            ranked.retain(|&(_, s)| s >= cutoff);
+        }
+        // Slots are distinct: the order is total, so an unstable sort gives the same list.
+        ranked.sort_unstable_by(best_first);
+        ranked.truncate(depth);
+        Ok(ranked)
+    }
+
+    /// Every tool passing `filters` with its cosine similarity to the query, in no order.
+    fn dense_similarities(&self, query: &str, filters: &Filters) -> Result<Vec<(u32, f32)>> {
         let text = embeddable_query(query, self.config.max_embedded_query_chars);
         if text.is_empty() {
             return Ok(Vec::new());
@@ -853,7 +870,7 @@ impl SearchEngine {
             .query_vector(&text)
             .ok_or(Error::NoEmbeddingModel)?
             .map_err(Error::QueryEmbedding)?;
-        let mut ranked = self
+        Ok(self
             .dense
             .similarities(&vector, self.config.dense_view, |slot| {
                 filters.is_empty()
@@ -861,21 +878,20 @@ impl SearchEngine {
                         .index
                         .tool(slot)
                         .is_some_and(|t| filters.matches(t, self.naming()))
-            });
-        if depth < ranked.len() {
-            let cutoff = keyword::kth_largest(ranked.iter().map(|&(_, s)| s), depth);
-            ranked.retain(|&(_, s)| s >= cutoff);
-        }
-        // Slots are distinct: the order is total, so an unstable sort gives the same list.
-        ranked.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        ranked.truncate(depth);
-        Ok(ranked)
+            }))
     }
 
-    /// The dense side of a fusion: the `dense_candidates` most similar tools, plus (when the
-    /// config says so) the similarity of every keyword candidate, so that a tool found by words
-    /// is fused with its own similarity rather than with none. `all` is best first.
-    fn dense_list(&self, keyword: &[Candidate], all: Vec<(u32, f32)>) -> Vec<(u32, f32)> {
+    /// The dense side of a fusion, best first: the `dense_candidates` most similar tools, plus
+    /// (when the config says so) the similarity of every keyword candidate, so that a tool found
+    /// by words is fused with its own similarity rather than with none. `all[..head]` is the
+    /// best of `all`, best first ([`sort_head`]), and `head` covers `dense_candidates` and
+    /// `guesses`; the rest is in no order.
+    fn dense_list(
+        &self,
+        keyword: &[Candidate],
+        all: Vec<(u32, f32)>,
+        head: usize,
+    ) -> Vec<(u32, f32)> {
         // Below min_similarity a tool is no match by meaning: only the few closest enter, as
         // guesses (scored low, never confident), so a request about nothing in the catalog
         // says so rather than presenting the least unlike tools as matches.
@@ -897,15 +913,23 @@ impl SearchEngine {
                 *cell = true;
             }
         }
-        all.into_iter()
-            .enumerate()
-            .filter(|(rank, (slot, similarity))| {
-                (*rank < self.config.dense_candidates && *similarity >= min_similarity)
-                    || (*rank < self.config.guesses && *similarity > 0.0)
-                    || by_words.get(*slot as usize).copied().unwrap_or(false)
-            })
-            .map(|(_, hit)| hit)
-            .collect()
+        let mut list = Vec::new();
+        let mut from_head = 0;
+        for (rank, (slot, similarity)) in all.into_iter().enumerate() {
+            if (rank < self.config.dense_candidates && similarity >= min_similarity)
+                || (rank < self.config.guesses && similarity > 0.0)
+                || by_words.get(slot as usize).copied().unwrap_or(false)
+            {
+                from_head += usize::from(rank < head);
+                list.push((slot, similarity));
+            }
+        }
+        // What came from past the head (keyword candidates alone) ranks below all of the head;
+        // it is put in order among itself.
+        if let Some(tail) = list.get_mut(from_head..) {
+            tail.sort_unstable_by(best_first);
+        }
+        list
     }
 
     /// One list from the keyword candidates and the dense ranking, as the config says, with the
@@ -921,7 +945,7 @@ impl SearchEngine {
             keyword.iter().map(|c| (c.slot, c.evidence.words)).collect();
         let similarity: rustc_hash::FxHashMap<u32, f32> = dense.iter().copied().collect();
         let mut lexical: Vec<(u32, f32)> = keyword.iter().map(|c| (c.slot, c.score)).collect();
-        lexical.sort_unstable_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        lexical.sort_unstable_by(best_first);
         let alpha = self.query_dense_weight(query, &lexical, dense_standout);
         let fused = match self.config.fusion {
             Fusion::ZScore => crate::embed::z_score_combination(&lexical, dense, alpha),
@@ -1225,6 +1249,8 @@ fn standout(scores: impl Iterator<Item = f32>) -> Option<f32> {
         top.select_nth_unstable_by(STANDOUT_DEPTH - 1, |a, b| b.total_cmp(a));
         top.truncate(STANDOUT_DEPTH);
     }
+    // In order, so that the sums below do not depend on the order the scores came in.
+    top.sort_unstable_by(|a, b| b.total_cmp(a));
     if top.len() < 3 {
         return None;
     }
@@ -1233,6 +1259,21 @@ fn standout(scores: impl Iterator<Item = f32>) -> Option<f32> {
     let deviation = (top.iter().map(|s| (s - mean).powi(2)).sum::<f32>() / n).sqrt();
     let best = top.iter().copied().fold(f32::MIN, f32::max);
     (deviation > f32::EPSILON).then(|| (best - mean) / deviation)
+}
+
+/// Best first: higher similarity, then lower slot (a total order, slots being distinct).
+fn best_first(a: &(u32, f32), b: &(u32, f32)) -> std::cmp::Ordering {
+    b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0))
+}
+
+/// Puts the best `head` of `list` first, in order ([`best_first`]); the rest follows in no order.
+fn sort_head(list: &mut [(u32, f32)], head: usize) {
+    if head < list.len() {
+        list.select_nth_unstable_by(head, best_first);
+        list[..head].sort_unstable_by(best_first);
+    } else {
+        list.sort_unstable_by(best_first);
+    }
 }
 
 /// The first of a best-first similarity ranking when it leads the second by
