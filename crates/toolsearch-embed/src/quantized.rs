@@ -263,100 +263,95 @@ fn sums_portable(weights: &[i8], stride: usize, input: &[u8], out: &mut [i32]) {
     }
 }
 
+/// One `vpdpbusd` kernel: token blocks outermost, so that a block's four rows of bytes stay in
+/// the first-level cache while every weight row streams past them; two weight rows at a time,
+/// so that six loads feed eight multiply-adds. `$lane` bytes per step, in registers of
+/// `$vector`; `$dpbusd` multiplies and adds, `$sum` adds a register's lanes.
+#[cfg(target_arch = "x86_64")]
+macro_rules! vpdpbusd_kernel {
+    ($name:ident, $features:literal, $lane:literal, $vector:ty, $zero:expr, $load:expr,
+     $dpbusd:path, $sum:expr) => {
+        #[target_feature(enable = $features)]
+        pub(super) fn $name(weights: &[i8], stride: usize, input: &[u8], out: &mut [i32]) {
+            const LANE: usize = $lane;
+            let padded = input.len() / stride;
+            let rows = weights.len() / stride;
+            let lanes = stride / LANE;
+            assert!(
+                stride.is_multiple_of(LANE)
+                    && out.len() >= rows * padded
+                    && input.len() == padded * stride
+                    && padded.is_multiple_of(4)
+            );
+            #[allow(unsafe_code)]
+            // SAFETY: `bytes` points into `weights` or `input` with `LANE` bytes after it:
+            // every caller below stays within the bounds asserted above.
+            let load = |bytes: *const u8| -> $vector { unsafe { $load(bytes) } };
+            for t in (0..padded).step_by(4) {
+                let x = input[t * stride..].as_ptr();
+                let mut r = 0;
+                while r < rows {
+                    // Two rows, or the last one alone (its partner's sums are dropped).
+                    let pair = r + 1 < rows;
+                    let first = weights[r * stride..].as_ptr();
+                    let second = weights[(if pair { r + 1 } else { r }) * stride..].as_ptr();
+                    let mut acc: [$vector; 8] = [$zero; 8];
+                    for c in 0..lanes {
+                        #[allow(unsafe_code)]
+                        // SAFETY: `c * LANE + LANE <= stride`; rows `r` and `r + 1` (or `r`
+                        // again) lie in `weights`, tokens `t..t + 4` in `input`.
+                        let (w0, w1, x0, x1, x2, x3) = unsafe {
+                            (
+                                load(first.add(c * LANE).cast()),
+                                load(second.add(c * LANE).cast()),
+                                load(x.add(c * LANE)),
+                                load(x.add(stride + c * LANE)),
+                                load(x.add(2 * stride + c * LANE)),
+                                load(x.add(3 * stride + c * LANE)),
+                            )
+                        };
+                        acc[0] = $dpbusd(acc[0], x0, w0);
+                        acc[1] = $dpbusd(acc[1], x1, w0);
+                        acc[2] = $dpbusd(acc[2], x2, w0);
+                        acc[3] = $dpbusd(acc[3], x3, w0);
+                        acc[4] = $dpbusd(acc[4], x0, w1);
+                        acc[5] = $dpbusd(acc[5], x1, w1);
+                        acc[6] = $dpbusd(acc[6], x2, w1);
+                        acc[7] = $dpbusd(acc[7], x3, w1);
+                    }
+                    for (i, &a) in acc[..4].iter().enumerate() {
+                        out[(t + i) * rows + r] = $sum(a);
+                    }
+                    if pair {
+                        for (i, &a) in acc[4..].iter().enumerate() {
+                            out[(t + i) * rows + r + 1] = $sum(a);
+                        }
+                    }
+                    r += 2;
+                }
+            }
+        }
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 mod vnni {
-
-    /// Tokens computed together against one weight row: four accumulators.
-    const TOKEN_BLOCK: usize = super::TOKEN_BLOCK;
-    const _: () = assert!(TOKEN_BLOCK == 4);
     use std::arch::x86_64::{
         __m256i, _mm256_castsi256_si128, _mm256_dpbusd_avx_epi32, _mm256_extracti128_si256,
         _mm256_loadu_si256, _mm256_setzero_si256, _mm_add_epi32, _mm_cvtsi128_si32,
         _mm_shuffle_epi32,
     };
 
-    /// Token blocks outermost, so that a block's four rows of bytes stay in the first-level
-    /// cache while every weight row streams past them; two weight rows at a time, so that
-    /// six loads feed eight multiply-adds.
-    #[target_feature(enable = "avx2,avxvnni")]
-    pub(super) fn sums(weights: &[i8], stride: usize, input: &[u8], out: &mut [i32]) {
-        let padded = input.len() / stride;
-        let rows = weights.len() / stride;
-        let lanes = stride / 32;
-        assert!(
-            stride.is_multiple_of(32)
-                && out.len() >= rows * padded
-                && input.len() == padded * stride
-                && padded.is_multiple_of(TOKEN_BLOCK)
-        );
-        for block in 0..padded / TOKEN_BLOCK {
-            let t = block * TOKEN_BLOCK;
-            let x = input[t * stride..].as_ptr();
-            let mut r = 0;
-            while r + 2 <= rows {
-                let w = weights[r * stride..].as_ptr();
-                let mut acc = [_mm256_setzero_si256(); 8];
-                for c in 0..lanes {
-                    #[allow(unsafe_code)]
-                    // SAFETY: `c * 32 + 32 <= stride`, rows `r` and `r + 1` are within
-                    // `weights` and tokens `t..t + 4` within `input` (asserted above).
-                    unsafe {
-                        let w0 = load(w.add(c * 32).cast());
-                        let w1 = load(w.add(stride + c * 32).cast());
-                        let x0 = load(x.add(c * 32));
-                        let x1 = load(x.add(stride + c * 32));
-                        let x2 = load(x.add(2 * stride + c * 32));
-                        let x3 = load(x.add(3 * stride + c * 32));
-                        acc[0] = _mm256_dpbusd_avx_epi32(acc[0], x0, w0);
-                        acc[1] = _mm256_dpbusd_avx_epi32(acc[1], x1, w0);
-                        acc[2] = _mm256_dpbusd_avx_epi32(acc[2], x2, w0);
-                        acc[3] = _mm256_dpbusd_avx_epi32(acc[3], x3, w0);
-                        acc[4] = _mm256_dpbusd_avx_epi32(acc[4], x0, w1);
-                        acc[5] = _mm256_dpbusd_avx_epi32(acc[5], x1, w1);
-                        acc[6] = _mm256_dpbusd_avx_epi32(acc[6], x2, w1);
-                        acc[7] = _mm256_dpbusd_avx_epi32(acc[7], x3, w1);
-                    }
-                }
-                for i in 0..TOKEN_BLOCK {
-                    out[(t + i) * rows + r] = horizontal_sum(acc[i]);
-                    out[(t + i) * rows + r + 1] = horizontal_sum(acc[4 + i]);
-                }
-                r += 2;
-            }
-            if r < rows {
-                let w = weights[r * stride..].as_ptr();
-                let mut acc = [_mm256_setzero_si256(); TOKEN_BLOCK];
-                for c in 0..lanes {
-                    #[allow(unsafe_code)]
-                    // SAFETY: as above, for the last row alone.
-                    unsafe {
-                        let w0 = load(w.add(c * 32).cast());
-                        acc[0] = _mm256_dpbusd_avx_epi32(acc[0], load(x.add(c * 32)), w0);
-                        acc[1] = _mm256_dpbusd_avx_epi32(acc[1], load(x.add(stride + c * 32)), w0);
-                        acc[2] =
-                            _mm256_dpbusd_avx_epi32(acc[2], load(x.add(2 * stride + c * 32)), w0);
-                        acc[3] =
-                            _mm256_dpbusd_avx_epi32(acc[3], load(x.add(3 * stride + c * 32)), w0);
-                    }
-                }
-                for i in 0..TOKEN_BLOCK {
-                    out[(t + i) * rows + r] = horizontal_sum(acc[i]);
-                }
-            }
-        }
-    }
-
-    /// An unaligned load of 32 bytes.
-    ///
-    /// # Safety
-    /// `bytes` must point to 32 readable bytes.
-    #[inline]
-    #[target_feature(enable = "avx2")]
-    #[allow(unsafe_code)]
-    unsafe fn load(bytes: *const u8) -> __m256i {
-        // SAFETY: the caller's promise.
-        unsafe { _mm256_loadu_si256(bytes.cast()) }
-    }
+    vpdpbusd_kernel!(
+        sums,
+        "avx2,avxvnni",
+        32,
+        __m256i,
+        _mm256_setzero_si256(),
+        |bytes: *const u8| _mm256_loadu_si256(bytes.cast()),
+        _mm256_dpbusd_avx_epi32,
+        horizontal_sum
+    );
 
     #[inline]
     #[target_feature(enable = "avx2")]
@@ -370,93 +365,23 @@ mod vnni {
 
 #[cfg(target_arch = "x86_64")]
 mod vnni512 {
-    use super::LANE_BYTES;
     use std::arch::x86_64::{
         __m512i, _mm512_dpbusd_epi32, _mm512_loadu_si512, _mm512_reduce_add_epi32,
         _mm512_setzero_si512,
     };
 
-    const TOKEN_BLOCK: usize = super::TOKEN_BLOCK;
-    const _: () = assert!(TOKEN_BLOCK == 4 && LANE_BYTES == 64);
+    const _: () = assert!(super::LANE_BYTES == 64);
 
-    /// The AVX-VNNI loop (`super::vnni::sums`) with 512-bit registers: 64 bytes per step.
-    #[target_feature(enable = "avx512f,avx512vnni")]
-    pub(super) fn sums(weights: &[i8], stride: usize, input: &[u8], out: &mut [i32]) {
-        let padded = input.len() / stride;
-        let rows = weights.len() / stride;
-        let lanes = stride / 64;
-        assert!(
-            stride.is_multiple_of(64)
-                && out.len() >= rows * padded
-                && input.len() == padded * stride
-                && padded.is_multiple_of(TOKEN_BLOCK)
-        );
-        for block in 0..padded / TOKEN_BLOCK {
-            let t = block * TOKEN_BLOCK;
-            let x = input[t * stride..].as_ptr();
-            let mut r = 0;
-            while r + 2 <= rows {
-                let w = weights[r * stride..].as_ptr();
-                let mut acc = [_mm512_setzero_si512(); 8];
-                for c in 0..lanes {
-                    #[allow(unsafe_code)]
-                    // SAFETY: `c * 64 + 64 <= stride`, rows `r` and `r + 1` are within
-                    // `weights` and tokens `t..t + 4` within `input` (asserted above).
-                    unsafe {
-                        let w0 = load(w.add(c * 64).cast());
-                        let w1 = load(w.add(stride + c * 64).cast());
-                        let x0 = load(x.add(c * 64));
-                        let x1 = load(x.add(stride + c * 64));
-                        let x2 = load(x.add(2 * stride + c * 64));
-                        let x3 = load(x.add(3 * stride + c * 64));
-                        acc[0] = _mm512_dpbusd_epi32(acc[0], x0, w0);
-                        acc[1] = _mm512_dpbusd_epi32(acc[1], x1, w0);
-                        acc[2] = _mm512_dpbusd_epi32(acc[2], x2, w0);
-                        acc[3] = _mm512_dpbusd_epi32(acc[3], x3, w0);
-                        acc[4] = _mm512_dpbusd_epi32(acc[4], x0, w1);
-                        acc[5] = _mm512_dpbusd_epi32(acc[5], x1, w1);
-                        acc[6] = _mm512_dpbusd_epi32(acc[6], x2, w1);
-                        acc[7] = _mm512_dpbusd_epi32(acc[7], x3, w1);
-                    }
-                }
-                for i in 0..TOKEN_BLOCK {
-                    out[(t + i) * rows + r] = _mm512_reduce_add_epi32(acc[i]);
-                    out[(t + i) * rows + r + 1] = _mm512_reduce_add_epi32(acc[4 + i]);
-                }
-                r += 2;
-            }
-            if r < rows {
-                let w = weights[r * stride..].as_ptr();
-                let mut acc = [_mm512_setzero_si512(); TOKEN_BLOCK];
-                for c in 0..lanes {
-                    #[allow(unsafe_code)]
-                    // SAFETY: as above, for the last row alone.
-                    unsafe {
-                        let w0 = load(w.add(c * 64).cast());
-                        acc[0] = _mm512_dpbusd_epi32(acc[0], load(x.add(c * 64)), w0);
-                        acc[1] = _mm512_dpbusd_epi32(acc[1], load(x.add(stride + c * 64)), w0);
-                        acc[2] = _mm512_dpbusd_epi32(acc[2], load(x.add(2 * stride + c * 64)), w0);
-                        acc[3] = _mm512_dpbusd_epi32(acc[3], load(x.add(3 * stride + c * 64)), w0);
-                    }
-                }
-                for i in 0..TOKEN_BLOCK {
-                    out[(t + i) * rows + r] = _mm512_reduce_add_epi32(acc[i]);
-                }
-            }
-        }
-    }
-
-    /// An unaligned load of 64 bytes.
-    ///
-    /// # Safety
-    /// `bytes` must point to 64 readable bytes.
-    #[inline]
-    #[target_feature(enable = "avx512f")]
-    #[allow(unsafe_code)]
-    unsafe fn load(bytes: *const u8) -> __m512i {
-        // SAFETY: the caller's promise.
-        unsafe { _mm512_loadu_si512(bytes.cast()) }
-    }
+    vpdpbusd_kernel!(
+        sums,
+        "avx512f,avx512vnni",
+        64,
+        __m512i,
+        _mm512_setzero_si512(),
+        |bytes: *const u8| _mm512_loadu_si512(bytes.cast()),
+        _mm512_dpbusd_epi32,
+        _mm512_reduce_add_epi32
+    );
 }
 
 /// A layer norm over one token's values.
