@@ -52,10 +52,7 @@ pub trait Embedder: Send + Sync {
     /// faster approximation of the same model); it must then name those vectors apart with
     /// [`Embedder::query_model_id`]. The default embeds the query as a text.
     fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
-        self.embed(&[query])?.pop().ok_or(EmbedError::WrongCount {
-            expected: 1,
-            got: 0,
-        })
+        embed_as_text(self, query)
     }
 
     /// Names the vectors [`Embedder::embed_query`] makes, as [`Embedder::model_id`] names the
@@ -64,6 +61,21 @@ pub trait Embedder: Send + Sync {
     fn query_model_id(&self) -> &str {
         self.model_id()
     }
+}
+
+/// `query` through [`Embedder::embed`], as one text: what [`Embedder::embed_query`] does by
+/// default, for an implementation that computes queries its own way only sometimes.
+pub fn embed_as_text<E: Embedder + ?Sized>(
+    embedder: &E,
+    query: &str,
+) -> Result<Vec<f32>, EmbedError> {
+    embedder
+        .embed(&[query])?
+        .pop()
+        .ok_or(EmbedError::WrongCount {
+            expected: 1,
+            got: 0,
+        })
 }
 
 /// [`Embedder::embed_query`], checked as [`embed_checked`] checks texts' vectors.

@@ -11,7 +11,7 @@ use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use std::path::{Path, PathBuf};
 use tokenizers::{Tokenizer, TruncationParams};
-use toolsearch_core::embed::{normalize, EmbedError, Embedder};
+use toolsearch_core::embed::{embed_as_text, normalize, EmbedError, Embedder};
 
 /// Tokens read per text, [CLS] and [SEP] included; longer texts are truncated.
 pub const MAX_TOKENS: usize = 256;
@@ -330,10 +330,7 @@ impl Embedder for BertEmbedder {
     /// vector on the evaluation queries); as a text otherwise.
     fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
         let Some(model) = &self.query_model else {
-            return self.embed(&[query])?.pop().ok_or(EmbedError::WrongCount {
-                expected: 1,
-                got: 0,
-            });
+            return embed_as_text(self, query);
         };
         let encoding = self
             .tokenizer

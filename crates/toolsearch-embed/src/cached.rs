@@ -4,7 +4,7 @@
 use crate::cache::{EmbedStats, VectorCache};
 use crate::error::ModelError;
 use std::sync::{Arc, Mutex, PoisonError};
-use toolsearch_core::embed::{embed_query_checked, EmbedError, Embedder};
+use toolsearch_core::embed::{embed_as_text, embed_query_checked, EmbedError, Embedder};
 use toolsearch_core::SearchEngine;
 
 /// `inner` behind a vector cache. Hand it to a search engine in place of the model when every text
@@ -72,10 +72,7 @@ impl Embedder for CachedEmbedder {
     fn embed_query(&self, query: &str) -> Result<Vec<f32>, EmbedError> {
         let query_model = self.inner.query_model_id();
         if query_model == self.inner.model_id() {
-            return self.embed(&[query])?.pop().ok_or(EmbedError::WrongCount {
-                expected: 1,
-                got: 0,
-            });
+            return embed_as_text(self, query);
         }
         let key = format!("{query_model}\u{0}{query}");
         let mut guard = self.cache.lock().unwrap_or_else(PoisonError::into_inner);

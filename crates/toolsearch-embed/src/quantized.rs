@@ -76,7 +76,7 @@ impl QuantizedLinear {
     #[inline(always)]
     fn forward(&self, input: &[f32], tokens: usize, kernel: Kernel) -> Vec<f32> {
         let quantized = QuantizedRows::new(input, tokens, self.inputs, self.stride);
-        let padded = quantized.padded_tokens;
+        let padded = quantized.padded_tokens();
         let mut sums = vec![0i32; padded * self.outputs];
         let blocks = padded / TOKEN_BLOCK;
         if blocks >= 2 && padded * self.outputs * self.stride >= SPLIT_MULTIPLY_ADDS {
@@ -117,55 +117,53 @@ impl QuantizedLinear {
 /// 16 Mi 3.6–3.8 / 11.9–12.7; from 32 Mi 3.9 / 13.2–13.3.
 const SPLIT_MULTIPLY_ADDS: usize = 16 << 20;
 
-/// Scales `values` so the largest magnitude is 127, rounds them into `out` (whose extra room
-/// stays 0) and returns the scale that gives them back (0 for all zeros).
+/// Scales `values` so the largest magnitude is 127, rounds them, writes each through `encode`
+/// into `out` (whose extra room is left as it is) and returns the scale that gives them back
+/// (0 for all zeros, each then `encode(0)`).
 #[inline(always)]
-fn quantize_into(values: &[f32], out: &mut [i8]) -> f32 {
+fn quantize_with<T: Copy>(values: &[f32], out: &mut [T], encode: impl Fn(i32) -> T) -> f32 {
     let out = &mut out[..values.len()];
     let largest = max_abs(values);
     if largest == 0.0 || !largest.is_finite() {
-        out.fill(0);
+        out.fill(encode(0));
         return 0.0;
     }
     let inverse = 127.0 / largest;
     for i in 0..values.len() {
         // Rounded half away from zero, as `f32::round` does, without its library call (which
         // stops the loop from vectorising), and through i32, whose conversion vectorises where a
-        // saturating one to i8 does not; NaN becomes 0.
+        // saturating one to a byte does not; NaN becomes 0.
         let scaled = values[i] * inverse;
-        out[i] = (scaled + 0.5f32.copysign(scaled)).clamp(-127.0, 127.0) as i32 as i8;
+        out[i] = encode((scaled + 0.5f32.copysign(scaled)).clamp(-127.0, 127.0) as i32);
     }
     largest / 127.0
 }
 
-/// [`quantize_into`] shifted by 128 into unsigned bytes (the same rounding), as `vpdpbusd`
-/// takes one side.
+/// Signed bytes, for weights.
+#[inline(always)]
+fn quantize_into(values: &[f32], out: &mut [i8]) -> f32 {
+    quantize_with(values, out, |q| q as i8)
+}
+
+/// Shifted by 128 into unsigned bytes, as `vpdpbusd` takes one side, for activations.
 #[inline(always)]
 fn quantize_shifted_into(values: &[f32], out: &mut [u8]) -> f32 {
-    let out = &mut out[..values.len()];
-    let largest = max_abs(values);
-    if largest == 0.0 || !largest.is_finite() {
-        out.fill(128);
-        return 0.0;
-    }
-    let inverse = 127.0 / largest;
-    for i in 0..values.len() {
-        let scaled = values[i] * inverse;
-        let rounded = (scaled + 0.5f32.copysign(scaled)).clamp(-127.0, 127.0) as i32;
-        out[i] = (rounded + 128) as u8;
-    }
-    largest / 127.0
+    quantize_with(values, out, |q| (q + 128) as u8)
 }
 
 /// A layer's input in bytes: each token scaled to ±127, shifted by 128 into `u8`, padded with
 /// the byte for 0 (128) to the layer's stride and to a whole [`TOKEN_BLOCK`] of tokens.
 struct QuantizedRows {
     bytes: Vec<u8>,
+    /// One per token, padding included.
     scales: Vec<f32>,
-    padded_tokens: usize,
 }
 
 impl QuantizedRows {
+    fn padded_tokens(&self) -> usize {
+        self.scales.len()
+    }
+
     #[inline(always)]
     fn new(input: &[f32], tokens: usize, inputs: usize, stride: usize) -> Self {
         let padded_tokens = tokens.div_ceil(TOKEN_BLOCK) * TOKEN_BLOCK;
@@ -177,11 +175,7 @@ impl QuantizedRows {
                 &mut bytes[t * stride..][..inputs],
             );
         }
-        Self {
-            bytes,
-            scales,
-            padded_tokens,
-        }
+        Self { bytes, scales }
     }
 }
 
@@ -875,10 +869,10 @@ mod tests {
                 .unwrap();
             let layer = QuantizedLinear::new(&weight, &bias).unwrap();
             let input = QuantizedRows::new(&rows(tokens, inputs, 3), tokens, inputs, layer.stride);
-            let mut expected = vec![0i32; outputs * input.padded_tokens];
+            let mut expected = vec![0i32; outputs * input.padded_tokens()];
             sums_portable(&layer.weights, layer.stride, &input.bytes, &mut expected);
             for kernel in Kernel::available() {
-                let mut got = vec![0i32; outputs * input.padded_tokens];
+                let mut got = vec![0i32; outputs * input.padded_tokens()];
                 kernel.run(&layer.weights, layer.stride, &input.bytes, &mut got);
                 assert_eq!(got, expected, "{kernel:?} at {tokens}x{inputs}");
             }
@@ -902,7 +896,7 @@ mod tests {
         };
         let got = layer.forward(&x, tokens, kernel);
         let input = QuantizedRows::new(&x, tokens, inputs, layer.stride);
-        let mut sums = vec![0i32; outputs * input.padded_tokens];
+        let mut sums = vec![0i32; outputs * input.padded_tokens()];
         sums_portable(&layer.weights, layer.stride, &input.bytes, &mut sums);
         for t in 0..tokens {
             for o in 0..outputs {
