@@ -93,7 +93,10 @@ where
 }
 
 /// A keyed list with its scores put through `normalize`, keys in place.
-fn rescaled<K: Copy>(list: &[(K, f32)], normalize: fn(&[f32]) -> Vec<f32>) -> Vec<(K, f32)> {
+pub(crate) fn rescaled<K: Copy>(
+    list: &[(K, f32)],
+    normalize: fn(&[f32]) -> Vec<f32>,
+) -> Vec<(K, f32)> {
     let raw: Vec<f32> = list.iter().map(|&(_, s)| s).collect();
     list.iter()
         .map(|&(key, _)| key)

@@ -6,6 +6,7 @@ mod dense;
 mod explain;
 mod field;
 mod filter;
+mod fuse;
 mod fuzzy;
 mod index;
 mod keyword;
@@ -29,6 +30,7 @@ use crate::policy::{CatalogPolicy, CategoryInfo, Naming};
 use crate::scope::Scope;
 use crate::tool::Tool;
 use dense::DenseIndex;
+use fuse::{finite_or, share, standout};
 use index::ToolIndex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -573,12 +575,17 @@ impl SearchEngine {
                 if mode == SearchMode::Hybrid {
                     match self.dense_similarities(query, &request.filters) {
                         Ok(mut all) => {
-                            // Read over the whole ranking, before the list is cut to candidates.
-                            let dense_standout = standout(all.iter().map(|&(_, s)| s));
                             // Only the head of the ranking is read by rank: sorting the whole
                             // catalog by similarity was a fifth of a search.
-                            let head = self.config.dense_candidates.max(self.config.guesses).max(2);
+                            let head = self
+                                .config
+                                .dense_candidates
+                                .max(self.config.guesses)
+                                .max(fuse::STANDOUT_DEPTH);
                             sort_head(&mut all, head);
+                            // Read over the whole ranking's best, before the list is cut to
+                            // candidates: they are the head's first.
+                            let dense_standout = standout(all.iter().take(head).map(|&(_, s)| s));
                             dense_first = clear_first(&all);
                             dense_top = all.first().map(|&(slot, _)| slot);
                             let dense = self.dense_list(&keyword, all, head);
@@ -941,38 +948,52 @@ impl SearchEngine {
         dense: &[(u32, f32)],
         dense_standout: Option<f32>,
     ) -> Vec<Candidate> {
-        let words: rustc_hash::FxHashMap<u32, f32> =
-            keyword.iter().map(|c| (c.slot, c.evidence.words)).collect();
-        let similarity: rustc_hash::FxHashMap<u32, f32> = dense.iter().copied().collect();
+        // Each side's evidence by slot: read once per fused tool.
+        let slots = self.index.slot_count();
+        let mut words: Vec<Option<f32>> = vec![None; slots];
+        for candidate in &keyword {
+            if let Some(cell) = words.get_mut(candidate.slot as usize) {
+                *cell = Some(candidate.evidence.words);
+            }
+        }
+        let mut similarity: Vec<Option<f32>> = vec![None; slots];
+        for &(slot, s) in dense {
+            if let Some(cell) = similarity.get_mut(slot as usize) {
+                *cell = Some(s);
+            }
+        }
         let mut lexical: Vec<(u32, f32)> = keyword.iter().map(|c| (c.slot, c.score)).collect();
         lexical.sort_unstable_by(best_first);
         let alpha = self.query_dense_weight(query, &lexical, dense_standout);
         let fused = match self.config.fusion {
-            Fusion::ZScore => crate::embed::z_score_combination(&lexical, dense, alpha),
+            Fusion::ZScore => fuse::z_score(&lexical, dense, alpha, slots),
             Fusion::Convex => {
                 if self.config.dense_normalization == DenseNormalization::MinMax {
-                    crate::embed::convex_combination(&lexical, dense, alpha)
+                    fuse::convex(&lexical, dense, alpha, slots)
                 } else {
                     let dense = self.normalize_dense(dense);
-                    crate::embed::fusion::weighted_sum(&lexical, &dense, alpha)
+                    fuse::weighted_sum(&lexical, &dense, alpha, slots)
                 }
             }
-            Fusion::Rrf => weighted_rrf(&lexical, dense, alpha, self.config.rrf_k),
-            Fusion::CombMnz => comb_mnz(&lexical, dense, alpha),
+            Fusion::Rrf => fuse::weighted_rrf(&lexical, dense, alpha, self.config.rrf_k),
+            Fusion::CombMnz => fuse::comb_mnz(&lexical, dense, alpha),
         };
         fused
             .into_iter()
-            .map(|(slot, score)| Candidate {
-                by_meaning: !words.contains_key(&slot),
-                guess: !words.contains_key(&slot)
-                    && similarity
-                        .get(&slot)
-                        .is_none_or(|&s| s < self.config.min_similarity),
-                evidence: Evidence {
-                    similarity: similarity.get(&slot).copied(),
-                    words: words.get(&slot).copied().unwrap_or(0.0),
-                },
-                ..Candidate::new(slot, score.clamp(0.0, 0.999))
+            .map(|(slot, score)| {
+                let at = slot as usize;
+                let words = words.get(at).copied().flatten();
+                let similarity = similarity.get(at).copied().flatten();
+                Candidate {
+                    by_meaning: words.is_none(),
+                    guess: words.is_none()
+                        && similarity.is_none_or(|s| s < self.config.min_similarity),
+                    evidence: Evidence {
+                        similarity,
+                        words: words.unwrap_or(0.0),
+                    },
+                    ..Candidate::new(slot, score.clamp(0.0, 0.999))
+                }
             })
             .collect()
     }
@@ -1237,30 +1258,6 @@ fn embeddable_query(query: &str, max: usize) -> String {
     out
 }
 
-/// How many of a list's best scores `standout` reads.
-const STANDOUT_DEPTH: usize = 10;
-
-/// How far the best of `scores` stands out of the best `STANDOUT_DEPTH`: its distance above
-/// their mean in standard deviations of them. `None` with fewer than three scores or no spread:
-/// such a list says nothing about itself.
-fn standout(scores: impl Iterator<Item = f32>) -> Option<f32> {
-    let mut top: Vec<f32> = scores.filter(|s| s.is_finite()).collect();
-    if top.len() > STANDOUT_DEPTH {
-        top.select_nth_unstable_by(STANDOUT_DEPTH - 1, |a, b| b.total_cmp(a));
-        top.truncate(STANDOUT_DEPTH);
-    }
-    // In order, so that the sums below do not depend on the order the scores came in.
-    top.sort_unstable_by(|a, b| b.total_cmp(a));
-    if top.len() < 3 {
-        return None;
-    }
-    let n = top.len() as f32;
-    let mean = top.iter().sum::<f32>() / n;
-    let deviation = (top.iter().map(|s| (s - mean).powi(2)).sum::<f32>() / n).sqrt();
-    let best = top.iter().copied().fold(f32::MIN, f32::max);
-    (deviation > f32::EPSILON).then(|| (best - mean) / deviation)
-}
-
 /// Best first: higher similarity, then lower slot (a total order, slots being distinct).
 fn best_first(a: &(u32, f32), b: &(u32, f32)) -> std::cmp::Ordering {
     b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0))
@@ -1284,75 +1281,6 @@ fn clear_first(ranked: &[(u32, f32)]) -> Option<u32> {
         [(slot, first), (_, second), ..] if first - second >= DENSE_CLEAR_MARGIN => Some(*slot),
         _ => None,
     }
-}
-
-/// The dense share when the prior `prior` meets evidence for each side: `prior × meaning`
-/// against `(1 − prior) × words`; the prior itself when neither side has any.
-fn share(prior: f32, meaning: f32, words: f32) -> f32 {
-    let (meaning, words) = (prior * meaning.max(0.0), (1.0 - prior) * words.max(0.0));
-    if meaning + words > 0.0 && (meaning + words).is_finite() {
-        meaning / (meaning + words)
-    } else {
-        prior
-    }
-}
-
-fn finite_or(value: f32, default: f32) -> f32 {
-    if value.is_finite() {
-        value
-    } else {
-        default
-    }
-}
-
-/// Reciprocal rank fusion with a share per list: `(1 − alpha) / (k + keyword rank) + alpha /
-/// (k + dense rank)`, ranks from 1, scaled so that first in both scores 1. Both lists best first.
-fn weighted_rrf(
-    lexical: &[(u32, f32)],
-    dense: &[(u32, f32)],
-    alpha: f32,
-    k: f32,
-) -> Vec<(u32, f32)> {
-    let k = finite_or(k, 0.0).max(0.0);
-    let mut fused: rustc_hash::FxHashMap<u32, f32> = Default::default();
-    for (list, weight) in [(lexical, 1.0 - alpha), (dense, alpha)] {
-        for (rank, &(slot, _)) in list.iter().enumerate() {
-            let entry = fused.entry(slot).or_insert(0.0);
-            *entry += weight / (k + rank as f32 + 1.0) * (k + 1.0);
-        }
-    }
-    sorted_best_first(fused.into_iter().collect())
-}
-
-/// CombMNZ over z-scores: the weighted z-score sum (as `Fusion::ZScore`) times one plus the
-/// number of lists holding the tool among their first `STANDOUT_DEPTH`, divided by the best.
-/// Both lists best first.
-fn comb_mnz(lexical: &[(u32, f32)], dense: &[(u32, f32)], alpha: f32) -> Vec<(u32, f32)> {
-    let head = |list: &[(u32, f32)]| -> rustc_hash::FxHashSet<u32> {
-        list.iter()
-            .take(STANDOUT_DEPTH)
-            .map(|&(slot, _)| slot)
-            .collect()
-    };
-    let (words, meaning) = (head(lexical), head(dense));
-    let mut fused: Vec<(u32, f32)> = crate::embed::z_score_combination(lexical, dense, alpha)
-        .into_iter()
-        .map(|(slot, score)| {
-            let lists =
-                1 + usize::from(words.contains(&slot)) + usize::from(meaning.contains(&slot));
-            (slot, score * lists as f32)
-        })
-        .collect();
-    let best = fused.iter().map(|&(_, s)| s).fold(0.0, f32::max);
-    if best > 0.0 {
-        fused.iter_mut().for_each(|(_, s)| *s /= best);
-    }
-    sorted_best_first(fused)
-}
-
-fn sorted_best_first(mut list: Vec<(u32, f32)>) -> Vec<(u32, f32)> {
-    list.sort_by(|a, b| b.1.total_cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    list
 }
 
 /// The query without surrounding whitespace, quotes or backticks.
