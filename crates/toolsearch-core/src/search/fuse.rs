@@ -3,7 +3,8 @@
 //! two sides by slot, in vectors as long as the index, not through hash maps: a long request over
 //! a large catalog brings thousands of keyword hits, and hashing them was a sixth of a search.
 
-use crate::embed::fusion::{min_max_normalize, rescaled, z_score_normalize};
+use super::config::Fusion;
+use crate::embed::fusion::{min_max_normalize, rescaled};
 
 /// How many of a list's best scores `standout` reads.
 pub(super) const STANDOUT_DEPTH: usize = 10;
@@ -144,20 +145,15 @@ pub(super) fn weighted_sum(
         .collect()
 }
 
-/// [`weighted_sum`] of the lists' z-scores, divided by the best sum:
-/// [`crate::embed::z_score_combination`]'s scores, in no order.
+/// [`weighted_sum`] of the lists' z-scores ([`z_scores`]), divided by the best sum:
+/// [`crate::embed::z_score_combination`]'s scores, in no order, from lists in any order.
 pub(super) fn z_score(
     lexical: &[(u32, f32)],
     dense: &[(u32, f32)],
     alpha: f32,
     slots: usize,
 ) -> Vec<(u32, f32)> {
-    let mut fused = weighted_sum(
-        &rescaled(lexical, z_score_normalize),
-        &rescaled(dense, z_score_normalize),
-        alpha,
-        slots,
-    );
+    let mut fused = weighted_sum(&z_scores(lexical), &z_scores(dense), alpha, slots);
     let best = fused
         .iter()
         .map(|&(_, s)| s)
@@ -169,6 +165,36 @@ pub(super) fn z_score(
         }
     }
     fused
+}
+
+/// Each score in standard deviations above the list's lowest, as
+/// [`crate::embed::fusion::z_score_normalize`] puts it, with the mean and the spread summed in
+/// f64: the same figures whatever order the list is in, so that neither list is sorted for it.
+pub(super) fn z_scores(list: &[(u32, f32)]) -> Vec<(u32, f32)> {
+    let finite = || list.iter().map(|&(_, s)| s).filter(|s| s.is_finite());
+    let count = finite().count().max(1) as f64;
+    let mean = finite().map(f64::from).sum::<f64>() / count;
+    let deviation =
+        (finite().map(|s| (f64::from(s) - mean).powi(2)).sum::<f64>() / count).sqrt() as f32;
+    let lowest = finite().fold(f32::INFINITY, f32::min);
+    list.iter()
+        .map(|&(slot, s)| {
+            let z = if !s.is_finite() {
+                0.0
+            } else if deviation > 0.0 {
+                (s - lowest) / deviation
+            } else {
+                1.0
+            };
+            (slot, z)
+        })
+        .collect()
+}
+
+/// Whether `fusion` reads the lists' order (ranks, or each list's first few), not only their
+/// scores: only then are they sorted before it.
+pub(super) fn reads_order(fusion: Fusion) -> bool {
+    matches!(fusion, Fusion::Rrf | Fusion::CombMnz)
 }
 
 /// [`weighted_sum`] of the lists' min-max rescaled scores:
@@ -200,15 +226,23 @@ mod tests {
     }
 
     #[test]
-    fn the_fusions_by_slot_give_the_library_fusions_scores_bit_for_bit() {
+    fn the_fusions_by_slot_give_the_library_fusions_scores() {
         // Overlapping lists, a repeated slot, a tie, and a slot past the index's end.
         let lexical = [(4u32, 3.5), (1, 2.0), (7, 2.0), (4, 1.0), (2, 0.25)];
         let dense = [(7u32, 0.61), (3, 0.58), (1, 0.2), (9, 0.1)];
         for alpha in [0.0, 0.35, 0.65, 1.0, f32::NAN] {
-            assert_eq!(
-                by_slot(z_score(&lexical, &dense, alpha, 10)),
-                by_slot(fusion::z_score_combination(&lexical, &dense, alpha))
-            );
+            let ours = by_slot(z_score(&lexical, &dense, alpha, 10));
+            let library = by_slot(fusion::z_score_combination(&lexical, &dense, alpha));
+            assert_eq!(ours.len(), library.len());
+            for ((slot, a), (other, b)) in ours.iter().zip(&library) {
+                assert_eq!(slot, other);
+                assert!((f32::from_bits(*a) - f32::from_bits(*b)).abs() < 1e-6);
+            }
+            // The same scores from the lists in another order.
+            let (mut l, mut d) = (lexical.to_vec(), dense.to_vec());
+            l.reverse();
+            d.rotate_left(1);
+            assert_eq!(by_slot(z_score(&l, &d, alpha, 10)), ours);
             assert_eq!(
                 by_slot(convex(&lexical, &dense, alpha, 10)),
                 by_slot(fusion::convex_combination(&lexical, &dense, alpha))

@@ -888,11 +888,12 @@ impl SearchEngine {
             }))
     }
 
-    /// The dense side of a fusion, best first: the `dense_candidates` most similar tools, plus
+    /// The dense side of a fusion: the `dense_candidates` most similar tools, plus
     /// (when the config says so) the similarity of every keyword candidate, so that a tool found
     /// by words is fused with its own similarity rather than with none. `all[..head]` is the
     /// best of `all`, best first ([`sort_head`]), and `head` covers `dense_candidates` and
-    /// `guesses`; the rest is in no order.
+    /// `guesses`; the rest is in no order. The list returned is best first for a fusion that
+    /// reads ranks ([`fuse::reads_order`]); for the others, only what came from the head is.
     fn dense_list(
         &self,
         keyword: &[Candidate],
@@ -932,15 +933,18 @@ impl SearchEngine {
             }
         }
         // What came from past the head (keyword candidates alone) ranks below all of the head;
-        // it is put in order among itself.
-        if let Some(tail) = list.get_mut(from_head..) {
+        // it is put in order among itself for a fusion that reads ranks.
+        if let Some(tail) = list
+            .get_mut(from_head..)
+            .filter(|_| fuse::reads_order(self.config.fusion))
+        {
             tail.sort_unstable_by(best_first);
         }
         list
     }
 
     /// One list from the keyword candidates and the dense ranking, as the config says, with the
-    /// dense share of this query (`query_dense_weight`). `dense` is best first.
+    /// dense share of this query (`query_dense_weight`). `dense` is [`Self::dense_list`]'s.
     fn fuse(
         &self,
         query: &str,
@@ -963,7 +967,9 @@ impl SearchEngine {
             }
         }
         let mut lexical: Vec<(u32, f32)> = keyword.iter().map(|c| (c.slot, c.score)).collect();
-        lexical.sort_unstable_by(best_first);
+        if fuse::reads_order(self.config.fusion) {
+            lexical.sort_unstable_by(best_first);
+        }
         let alpha = self.query_dense_weight(query, &lexical, dense_standout);
         let fused = match self.config.fusion {
             Fusion::ZScore => fuse::z_score(&lexical, dense, alpha, slots),
@@ -999,7 +1005,7 @@ impl SearchEngine {
     }
 
     /// The dense share of one query's fusion: `dense_weight`, moved by what this query's lists
-    /// show when `fusion_weighting` says so. `lexical` is best first.
+    /// show when `fusion_weighting` says so. `lexical` is in any order.
     fn query_dense_weight(
         &self,
         query: &str,
