@@ -112,11 +112,7 @@ pub(super) fn weighted_sum(
     alpha: f32,
     slots: usize,
 ) -> Vec<(u32, f32)> {
-    let alpha = if alpha.is_finite() {
-        alpha.clamp(0.0, 1.0)
-    } else {
-        0.0
-    };
+    let alpha = finite_or(alpha, 0.0).clamp(0.0, 1.0);
     let mut parts: Vec<Option<(f32, f32)>> = vec![None; slots];
     let mut order = Vec::with_capacity(lexical.len() + dense.len());
     for (list, side) in [(lexical, 0), (dense, 1)] {
