@@ -131,10 +131,17 @@ fn quantize_with<T: Copy>(values: &[f32], out: &mut [T], encode: impl Fn(i32) ->
     let inverse = 127.0 / largest;
     for i in 0..values.len() {
         // Rounded half away from zero, as `f32::round` does, without its library call (which
-        // stops the loop from vectorising), and through i32, whose conversion vectorises where a
-        // saturating one to a byte does not; NaN becomes 0.
+        // stops the loop from vectorising); NaN becomes 0.
         let scaled = values[i] * inverse;
-        out[i] = encode((scaled + 0.5f32.copysign(scaled)).clamp(-127.0, 127.0) as i32);
+        let rounded = (scaled + 0.5f32.copysign(scaled)).clamp(-127.0, 127.0);
+        let rounded = if rounded.is_nan() { 0.0 } else { rounded };
+        // An unchecked conversion: `as i32` checked each value for NaN and range one at a
+        // time, which left this loop scalar (about 8% of a query, measured with the
+        // `query_latency` example).
+        #[allow(unsafe_code)]
+        // SAFETY: `rounded` is finite and within -127..=127, so it fits an i32.
+        let whole = unsafe { rounded.to_int_unchecked::<i32>() };
+        out[i] = encode(whole);
     }
     largest / 127.0
 }
