@@ -833,7 +833,13 @@ fn exp(x: f32) -> f32 {
     p = p.mul_add(r, 1.666_666_5e-1);
     p = p.mul_add(r, 0.5);
     let e_r = (p * r).mul_add(r, r) + 1.0;
-    e_r * f32::from_bits(((n as i32 + 127) as u32) << 23)
+    // Unchecked, as the quantizer's conversion (`as i32` would check each value and keep the
+    // softmax's loop scalar); NaN, which `as i32` made 0, is made 0 first.
+    let n = if n.is_nan() { 0.0 } else { n };
+    #[allow(unsafe_code)]
+    // SAFETY: `n` is a whole number within -126..=127 (x was clamped) and not NaN.
+    let n = unsafe { n.to_int_unchecked::<i32>() };
+    e_r * f32::from_bits(((n + 127) as u32) << 23)
 }
 
 #[cfg(test)]
