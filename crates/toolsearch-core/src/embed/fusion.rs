@@ -120,13 +120,15 @@ where
 /// lowest is 0 (and a key missing from a list, which counts as 0, ranks with its worst). Unlike
 /// min-max, the scale is the whole list's spread, so one outlier at either end does not squeeze
 /// the rest. When every score is equal (one hit, or a tie), each becomes 1, as with min-max.
-/// Non-finite scores become 0 and do not count.
+/// Non-finite scores become 0 and do not count. The mean and the spread are summed in f64, so
+/// that they come out the same whatever order the scores are in (a caller need not sort first).
 pub fn z_score_normalize(scores: &[f32]) -> Vec<f32> {
-    let finite: Vec<f32> = scores.iter().copied().filter(|s| s.is_finite()).collect();
-    let n = finite.len().max(1) as f32;
-    let mean = finite.iter().sum::<f32>() / n;
-    let deviation = (finite.iter().map(|s| (s - mean).powi(2)).sum::<f32>() / n).sqrt();
-    let lowest = finite.iter().copied().fold(f32::INFINITY, f32::min);
+    let finite = || scores.iter().copied().filter(|s| s.is_finite());
+    let count = finite().count().max(1) as f64;
+    let mean = finite().map(f64::from).sum::<f64>() / count;
+    let deviation =
+        (finite().map(|s| (f64::from(s) - mean).powi(2)).sum::<f64>() / count).sqrt() as f32;
+    let lowest = finite().fold(f32::INFINITY, f32::min);
     distance_from_lowest(scores, lowest, deviation)
 }
 

@@ -4,7 +4,7 @@
 //! a large catalog brings thousands of keyword hits, and hashing them was a sixth of a search.
 
 use super::config::Fusion;
-use crate::embed::fusion::{min_max_normalize, rescaled};
+use crate::embed::fusion::{min_max_normalize, rescaled, z_score_normalize};
 
 /// How many of a list's best scores `standout` reads.
 pub(super) const STANDOUT_DEPTH: usize = 10;
@@ -141,15 +141,21 @@ pub(super) fn weighted_sum(
         .collect()
 }
 
-/// [`weighted_sum`] of the lists' z-scores ([`z_scores`]), divided by the best sum:
-/// [`crate::embed::z_score_combination`]'s scores, in no order, from lists in any order.
+/// [`weighted_sum`] of the lists' z-scores, divided by the best sum:
+/// [`crate::embed::z_score_combination`]'s scores, in no order, from lists in any order (the
+/// z-scores' sums do not depend on it).
 pub(super) fn z_score(
     lexical: &[(u32, f32)],
     dense: &[(u32, f32)],
     alpha: f32,
     slots: usize,
 ) -> Vec<(u32, f32)> {
-    let mut fused = weighted_sum(&z_scores(lexical), &z_scores(dense), alpha, slots);
+    let mut fused = weighted_sum(
+        &rescaled(lexical, z_score_normalize),
+        &rescaled(dense, z_score_normalize),
+        alpha,
+        slots,
+    );
     let best = fused
         .iter()
         .map(|&(_, s)| s)
@@ -161,30 +167,6 @@ pub(super) fn z_score(
         }
     }
     fused
-}
-
-/// Each score in standard deviations above the list's lowest, as
-/// [`crate::embed::fusion::z_score_normalize`] puts it, with the mean and the spread summed in
-/// f64: the same figures whatever order the list is in, so that neither list is sorted for it.
-pub(super) fn z_scores(list: &[(u32, f32)]) -> Vec<(u32, f32)> {
-    let finite = || list.iter().map(|&(_, s)| s).filter(|s| s.is_finite());
-    let count = finite().count().max(1) as f64;
-    let mean = finite().map(f64::from).sum::<f64>() / count;
-    let deviation =
-        (finite().map(|s| (f64::from(s) - mean).powi(2)).sum::<f64>() / count).sqrt() as f32;
-    let lowest = finite().fold(f32::INFINITY, f32::min);
-    list.iter()
-        .map(|&(slot, s)| {
-            let z = if !s.is_finite() {
-                0.0
-            } else if deviation > 0.0 {
-                (s - lowest) / deviation
-            } else {
-                1.0
-            };
-            (slot, z)
-        })
-        .collect()
 }
 
 /// Whether `fusion` reads the lists' order (ranks, or each list's first few), not only their
