@@ -336,10 +336,16 @@ impl Embedder for BertEmbedder {
             .tokenizer
             .encode(query, true)
             .map_err(|e| self.model_error(format!("tokenizing failed: {e}")))?;
-        // Inside the shared pool, so that splitting a long text's products between two cores
-        // (`rayon::join`) hands work to a worker rather than waking the pool for each product.
-        let mut vector =
-            rayon::scope(|_| model.pooled(encoding.get_ids())).map_err(|e| self.model_error(e))?;
+        let ids = encoding.get_ids();
+        // Inside the shared pool where a long text's products are split between two cores
+        // (`rayon::join` then hands work to a worker rather than waking the pool for each
+        // product); on this thread otherwise, with no hand-off at all.
+        let pooled = if model.splits_products() {
+            rayon::scope(|_| model.pooled(ids))
+        } else {
+            model.pooled(ids)
+        };
+        let mut vector = pooled.map_err(|e| self.model_error(e))?;
         normalize(&mut vector);
         Ok(vector)
     }

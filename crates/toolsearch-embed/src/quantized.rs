@@ -2,20 +2,22 @@
 //!
 //! A query is a few dozen tokens, so its matrix products are thin: each weight is used a
 //! handful of times per read. In f32 that is bound by reading the layers' 42 MB of weights and
-//! by a general matrix library's per-product set-up; in bytes the weights are a quarter of that
-//! and one `vpdpbusd` does 32 (AVX-VNNI) or 64 (AVX-512 VNNI) multiply-adds. Used only where
-//! the CPU has one of them ([`Kernel::fast`]); elsewhere queries run in f32 like every text.
+//! by a general matrix library's per-product set-up; in bytes the weights are a quarter of that,
+//! one `vpdpbusd` does 32 (AVX-VNNI) or 64 (AVX-512 VNNI) multiply-adds and one AMX `tdpbusd`
+//! 16 Ki. Used only where the CPU has one of them ([`Kernel::fast`]); elsewhere queries run in
+//! f32 like every text.
 //!
 //! - Weights: each output row scaled so its largest magnitude is 127 and rounded (per row, once
-//!   at load). Activations: each token's inputs scaled the same way when the layer runs, then
-//!   shifted by 128 into unsigned bytes (what `vpdpbusd` multiplies); the shift is taken back
-//!   out exactly with each row's sum of weights. The integer sums are exact, so both kernels
-//!   give the same vector.
+//!   at load), then laid out for the kernel. Activations: each token's inputs scaled the same
+//!   way when the layer runs, then shifted by 128 into unsigned bytes (what both instructions
+//!   multiply); the shift is taken back out exactly with each row's sum of weights. The integer
+//!   sums are exact, so every kernel gives the same vector.
 //! - Everything else (embeddings, attention, layer norms, GELU, pooling) stays f32; attention's
 //!   two products per head go to `gemm`, the library candle's own products run on.
-//! - A short query runs on one core: its products are too small to pay for waking another.
-//!   A long one's larger products are split by token blocks between two (`rayon::join`, the
-//!   whole query running inside the pool so that the split costs no wake-up of the caller).
+//! - With AMX a query runs on the caller's thread: its products are bound by reading the
+//!   weights once. With VNNI a short query runs on one core too, and a long one's larger
+//!   products are split by token blocks between two (`rayon::join`, the whole query running
+//!   inside the pool so that the split costs no wake-up of the caller).
 
 use crate::encoder::{gelu_in_place, Config, HiddenAct};
 use candle_core::{Result, Tensor};
@@ -27,12 +29,16 @@ const LANE_BYTES: usize = 64;
 /// Tokens computed together against one weight row.
 const TOKEN_BLOCK: usize = 4;
 
-/// A dense layer with 8-bit weights.
-pub(crate) struct QuantizedLinear {
+/// A dense layer with 8-bit weights, laid out for the kernel that multiplies them.
+struct QuantizedLinear {
     outputs: usize,
     inputs: usize,
     /// `inputs` rounded up to [`LANE_BYTES`]; the padding weights are 0.
     stride: usize,
+    /// `outputs` rounded up to the kernel's [`Kernel::output_block`]; the padding rows are 0.
+    rows: usize,
+    kernel: Kernel,
+    /// `rows × stride` bytes in the order [`Kernel::pack`] gives.
     weights: Vec<i8>,
     scales: Vec<f32>,
     /// 128 × the row's weight sum: what the activations' shift adds to each row's sum.
@@ -41,10 +47,10 @@ pub(crate) struct QuantizedLinear {
 }
 
 impl QuantizedLinear {
-    /// From candle's `(outputs, inputs)` weight and `(outputs)` bias.
-    pub(crate) fn new(weight: &Tensor, bias: &Tensor) -> Result<Self> {
+    /// From candle's `(outputs, inputs)` weight and `(outputs)` bias, for `kernel`.
+    fn new(weight: &Tensor, bias: &Tensor, kernel: Kernel) -> Result<Self> {
         let (outputs, inputs) = weight.dims2()?;
-        let rows = weight.to_vec2::<f32>()?;
+        let weight_rows = weight.to_vec2::<f32>()?;
         let bias = bias.to_vec1::<f32>()?;
         if bias.len() != outputs {
             return Err(candle_core::Error::Msg(format!(
@@ -53,10 +59,11 @@ impl QuantizedLinear {
             )));
         }
         let stride = inputs.div_ceil(LANE_BYTES) * LANE_BYTES;
-        let mut weights = vec![0i8; outputs * stride];
+        let rows = outputs.div_ceil(kernel.output_block()) * kernel.output_block();
+        let mut weights = vec![0i8; rows * stride];
         let mut scales = Vec::with_capacity(outputs);
         let mut shift_correction = Vec::with_capacity(outputs);
-        for (row, out) in rows.iter().zip(weights.chunks_exact_mut(stride)) {
+        for (row, out) in weight_rows.iter().zip(weights.chunks_exact_mut(stride)) {
             let scale = quantize_into(row, out);
             scales.push(scale);
             shift_correction.push(128 * out.iter().map(|&w| i32::from(w)).sum::<i32>());
@@ -65,33 +72,59 @@ impl QuantizedLinear {
             outputs,
             inputs,
             stride,
-            weights,
+            rows,
+            kernel,
+            weights: kernel.pack(weights, stride),
             scales,
             shift_correction,
             bias,
         })
     }
 
-    /// `input` is `tokens × inputs`, row-major; returns `tokens × outputs`.
+    /// `input` in bytes for this layer: padded to its stride and its kernel's token block.
     #[inline(always)]
-    fn forward(&self, input: &[f32], tokens: usize, kernel: Kernel) -> Vec<f32> {
-        let quantized = QuantizedRows::new(input, tokens, self.inputs, self.stride);
+    fn quantize(&self, input: &[f32], tokens: usize) -> QuantizedRows {
+        QuantizedRows::new(
+            input,
+            tokens,
+            self.inputs,
+            self.stride,
+            self.kernel.token_block(),
+        )
+    }
+
+    /// The integer sums of every (padded) token with every (padded) row: `padded tokens × rows`.
+    #[inline(always)]
+    fn sums(&self, quantized: &QuantizedRows) -> Vec<i32> {
         let padded = quantized.padded_tokens();
-        let mut sums = vec![0i32; padded * self.outputs];
-        let blocks = padded / TOKEN_BLOCK;
-        if blocks >= 2 && padded * self.outputs * self.stride >= SPLIT_MULTIPLY_ADDS {
+        let mut sums = vec![0i32; padded * self.rows];
+        let block = self.kernel.token_block();
+        let blocks = padded / block;
+        if self.kernel.splits()
+            && blocks >= 2
+            && padded * self.rows * self.stride >= SPLIT_MULTIPLY_ADDS
+        {
             // A long text's product: half its token blocks on another core.
-            let half = blocks / 2 * TOKEN_BLOCK;
+            let half = blocks / 2 * block;
             let (bytes_a, bytes_b) = quantized.bytes.split_at(half * self.stride);
-            let (sums_a, sums_b) = sums.split_at_mut(half * self.outputs);
+            let (sums_a, sums_b) = sums.split_at_mut(half * self.rows);
             rayon::join(
-                || kernel.run(&self.weights, self.stride, bytes_a, sums_a),
-                || kernel.run(&self.weights, self.stride, bytes_b, sums_b),
+                || self.kernel.run(&self.weights, self.stride, bytes_a, sums_a),
+                || self.kernel.run(&self.weights, self.stride, bytes_b, sums_b),
             );
         } else {
-            kernel.run(&self.weights, self.stride, &quantized.bytes, &mut sums);
+            self.kernel
+                .run(&self.weights, self.stride, &quantized.bytes, &mut sums);
         }
-        let outputs = self.outputs;
+        sums
+    }
+
+    /// `input` is `tokens × inputs`, row-major; returns `tokens × outputs`.
+    #[inline(always)]
+    fn forward(&self, input: &[f32], tokens: usize) -> Vec<f32> {
+        let quantized = self.quantize(input, tokens);
+        let sums = self.sums(&quantized);
+        let (outputs, rows) = (self.outputs, self.rows);
         let mut out = vec![0f32; tokens * outputs];
         let (corrections, scales, biases) = (
             &self.shift_correction[..outputs],
@@ -100,7 +133,7 @@ impl QuantizedLinear {
         );
         for t in 0..tokens {
             let token_scale = quantized.scales[t];
-            let sums = &sums[t * outputs..][..outputs];
+            let sums = &sums[t * rows..][..outputs];
             let row = &mut out[t * outputs..][..outputs];
             for o in 0..outputs {
                 row[o] = (sums[o] - corrections[o]) as f32 * scales[o] * token_scale + biases[o];
@@ -169,7 +202,7 @@ fn quantize_shifted_into(values: &[f32], out: &mut [u8]) -> f32 {
 }
 
 /// A layer's input in bytes: each token scaled to ±127, shifted by 128 into `u8`, padded with
-/// the byte for 0 (128) to the layer's stride and to a whole [`TOKEN_BLOCK`] of tokens.
+/// the byte for 0 (128) to the layer's stride and to a whole block of tokens.
 struct QuantizedRows {
     bytes: Vec<u8>,
     /// One per token, padding included.
@@ -182,8 +215,8 @@ impl QuantizedRows {
     }
 
     #[inline(always)]
-    fn new(input: &[f32], tokens: usize, inputs: usize, stride: usize) -> Self {
-        let padded_tokens = tokens.div_ceil(TOKEN_BLOCK) * TOKEN_BLOCK;
+    fn new(input: &[f32], tokens: usize, inputs: usize, stride: usize, block: usize) -> Self {
+        let padded_tokens = tokens.div_ceil(block) * block;
         let mut bytes = vec![128u8; padded_tokens * stride];
         let mut scales = vec![0f32; padded_tokens];
         for t in 0..tokens {
@@ -209,12 +242,18 @@ enum Kernel {
     AvxVnni,
     #[cfg(target_arch = "x86_64")]
     Avx512Vnni,
+    #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+    Amx,
 }
 
 impl Kernel {
-    /// The byte multiply-add this CPU has, if any: AVX-VNNI (256-bit), else AVX-512 VNNI
-    /// (which measured no faster here, at twice the width).
+    /// The fastest byte multiply-add this CPU has, if any: AMX's tile products, else AVX-VNNI
+    /// (256-bit), else AVX-512 VNNI (which measured no faster here, at twice the width).
     fn fast() -> Option<Self> {
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        if amx::ready() {
+            return Some(Self::Amx);
+        }
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::is_x86_feature_detected as has;
@@ -242,9 +281,52 @@ impl Kernel {
                 kernels.push(Self::Avx512Vnni);
             }
         }
+        #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+        if amx::ready() {
+            kernels.push(Self::Amx);
+        }
         kernels
     }
 
+    /// Tokens are padded to a multiple of this.
+    fn token_block(self) -> usize {
+        match self {
+            #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+            Self::Amx => amx::TILE_ROWS,
+            _ => TOKEN_BLOCK,
+        }
+    }
+
+    /// A layer's outputs are padded to a multiple of this.
+    fn output_block(self) -> usize {
+        match self {
+            #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+            Self::Amx => amx::OUTPUT_BLOCK,
+            _ => 1,
+        }
+    }
+
+    /// Whether a long text's products are worth splitting between two cores. Not AMX's: its
+    /// products are bound by reading the weights once, which one core does as fast as two.
+    fn splits(self) -> bool {
+        match self {
+            #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+            Self::Amx => false,
+            _ => true,
+        }
+    }
+
+    /// The weights (`rows × stride`, one output row after another) in the order `run` reads.
+    fn pack(self, weights: Vec<i8>, stride: usize) -> Vec<i8> {
+        match self {
+            #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+            Self::Amx => amx::pack(&weights, stride),
+            _ => weights,
+        }
+    }
+
+    /// Every token of `input` (`padded tokens × stride` bytes) with every row of `weights`
+    /// (packed by [`Self::pack`]) into `out` (`padded tokens × rows`).
     fn run(self, weights: &[i8], stride: usize, input: &[u8], out: &mut [i32]) {
         match self {
             Self::Portable => sums_portable(weights, stride, input, out),
@@ -257,6 +339,11 @@ impl Kernel {
             // SAFETY: chosen only when the CPU has AVX-512F and AVX-512 VNNI (checked in
             // `fast` and `available`).
             Self::Avx512Vnni => unsafe { vnni512::sums(weights, stride, input, out) },
+            #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+            #[allow(unsafe_code)]
+            // SAFETY: chosen only when the CPU has AMX's byte products and this process may use
+            // its tiles (`amx::ready`, checked in `fast` and `available`).
+            Self::Amx => unsafe { amx::sums(weights, stride, input, out) },
         }
     }
 }
@@ -395,6 +482,222 @@ mod vnni512 {
     );
 }
 
+/// AMX: eight tile registers of 16 rows × 64 bytes, and `tdpbusd`, which multiplies a tile of
+/// 16 tokens × 64 input bytes by a tile of 64 inputs × 16 outputs (four inputs of each output
+/// per row) into 16 × 16 sums: 16 Ki multiply-adds in one instruction. A query's product is
+/// then bound by reading its weights, once per 32 tokens (two token tiles at a time) where the
+/// VNNI kernels read them once per four.
+///
+/// The tiles are driven by `asm!` (AMX's intrinsics are not stable Rust): tmm0–tmm3 hold sums,
+/// tmm4–tmm5 tokens, tmm6–tmm7 weights. Nothing else in the program touches the tile
+/// registers, so they keep their values from one `asm!` block to the next within a call of
+/// [`sums`], which loads the tile configuration first and releases the tiles last.
+#[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+mod amx {
+    use std::arch::asm;
+    use std::sync::OnceLock;
+
+    /// Rows of a tile: tokens in a token tile, groups of four inputs in a weight tile.
+    pub(super) const TILE_ROWS: usize = 16;
+    /// Bytes in a tile's row: one step of 64 inputs.
+    const TILE_BYTES: usize = 64;
+    /// Outputs in a weight tile (four bytes each per row).
+    const TILE_OUTPUTS: usize = TILE_BYTES / 4;
+    /// Outputs computed together: two weight tiles.
+    pub(super) const OUTPUT_BLOCK: usize = 2 * TILE_OUTPUTS;
+    const TILE_SIZE: usize = TILE_ROWS * TILE_BYTES;
+    const _: () = assert!(super::LANE_BYTES == TILE_BYTES && TILE_ROWS * 4 == TILE_BYTES);
+
+    /// Whether this CPU has AMX's tiles and byte products, with tiles of at least 16 rows of
+    /// 64 bytes, and Linux lets this process use them: asked once, with
+    /// `arch_prctl(ARCH_REQ_XCOMP_PERM)`, which the kernel refuses where it could not save the
+    /// tiles (an alternate signal stack too small for them, say).
+    pub(super) fn ready() -> bool {
+        static READY: OnceLock<bool> = OnceLock::new();
+        *READY.get_or_init(|| has_tiles() && permitted())
+    }
+
+    fn has_tiles() -> bool {
+        use std::arch::x86_64::{__cpuid, __cpuid_count};
+        const AMX_TILE_AND_INT8: u32 = 0b11 << 24;
+        // Leaf 7: the features; leaf 0x1D sub-leaf 1: palette 1's tiles.
+        if __cpuid(0).eax < 0x1d || __cpuid_count(7, 0).edx & AMX_TILE_AND_INT8 != AMX_TILE_AND_INT8
+        {
+            return false;
+        }
+        if __cpuid_count(0x1d, 0).eax < 1 {
+            return false;
+        }
+        let palette = __cpuid_count(0x1d, 1);
+        let (tiles, bytes_per_row, rows) = (
+            palette.ebx >> 16,
+            palette.ebx & 0xffff,
+            palette.ecx & 0xffff,
+        );
+        tiles >= 8 && bytes_per_row as usize >= TILE_BYTES && rows as usize >= TILE_ROWS
+    }
+
+    fn permitted() -> bool {
+        const ARCH_REQ_XCOMP_PERM: libc::c_long = 0x1023;
+        const XFEATURE_XTILEDATA: libc::c_long = 18;
+        #[allow(unsafe_code)]
+        // SAFETY: a request for a permission; it reads and writes none of our memory.
+        let answer = unsafe {
+            libc::syscall(
+                libc::SYS_arch_prctl,
+                ARCH_REQ_XCOMP_PERM,
+                XFEATURE_XTILEDATA,
+            )
+        };
+        answer == 0
+    }
+
+    /// Row-major weights (`rows × stride`, `rows` a multiple of [`TILE_OUTPUTS`]) as weight
+    /// tiles: for each 16 outputs, for each 64 inputs, one tile whose row `k` holds inputs
+    /// `4k..4k + 4` of each of the 16 outputs in turn.
+    pub(super) fn pack(weights: &[i8], stride: usize) -> Vec<i8> {
+        let mut packed = Vec::with_capacity(weights.len());
+        for outputs in weights.chunks_exact(TILE_OUTPUTS * stride) {
+            for step in (0..stride).step_by(TILE_BYTES) {
+                for group in (step..step + TILE_BYTES).step_by(4) {
+                    for output in outputs.chunks_exact(stride) {
+                        packed.extend_from_slice(&output[group..group + 4]);
+                    }
+                }
+            }
+        }
+        packed
+    }
+
+    /// The tile configuration: palette 1, each of the eight tiles 16 rows of 64 bytes.
+    #[repr(C, align(64))]
+    struct Config([u8; 64]);
+
+    impl Config {
+        fn full_tiles() -> Self {
+            let mut bytes = [0u8; 64];
+            bytes[0] = 1;
+            for tile in 0..8 {
+                bytes[16 + 2 * tile] = TILE_BYTES as u8;
+                bytes[48 + tile] = TILE_ROWS as u8;
+            }
+            Self(bytes)
+        }
+    }
+
+    /// As the other kernels' `sums`, with `weights` packed by [`pack`].
+    ///
+    /// # Safety
+    ///
+    /// The CPU has AMX-TILE and AMX-INT8 and this process may use them ([`ready`]).
+    #[allow(unsafe_code)]
+    pub(super) unsafe fn sums(weights: &[i8], stride: usize, input: &[u8], out: &mut [i32]) {
+        let padded = input.len() / stride;
+        let rows = weights.len() / stride;
+        let steps = stride / TILE_BYTES;
+        assert!(
+            stride.is_multiple_of(TILE_BYTES)
+                && rows.is_multiple_of(OUTPUT_BLOCK)
+                && weights.len() == rows * stride
+                && input.len() == padded * stride
+                && padded.is_multiple_of(TILE_ROWS)
+                && out.len() >= padded * rows
+        );
+        let config = Config::full_tiles();
+        let (x, w, o) = (input.as_ptr(), weights.as_ptr(), out.as_mut_ptr());
+        // Bytes from one token's row to the next: in the input, in the sums.
+        let (x_step, o_step) = (stride, rows * 4);
+        // SAFETY (for every block below): the tiles are configured before their first use and
+        // released after the last; each load reads 16 rows of 64 bytes at its step, each store
+        // writes 16 rows of 16 sums at its step, and the bounds asserted above keep every one
+        // of those rows within `input`, `weights` or `out` (tokens `t..t + 16` or `t..t + 32`
+        // below `padded`; outputs `16 · column..16 · column + 32` below `rows`; inputs of a
+        // step below `stride`).
+        unsafe {
+            asm!("ldtilecfg [{}]", in(reg) config.0.as_ptr(), options(nostack, readonly, preserves_flags));
+            for column in (0..rows / TILE_OUTPUTS).step_by(2) {
+                let weights_of =
+                    |column: usize, step: usize| w.add((column * steps + step) * TILE_SIZE);
+                let sums_at = |t: usize, column: usize| o.add(t * rows + column * TILE_OUTPUTS);
+                let mut t = 0;
+                while t + 2 * TILE_ROWS <= padded {
+                    asm!(
+                        "tilezero tmm0",
+                        "tilezero tmm1",
+                        "tilezero tmm2",
+                        "tilezero tmm3",
+                        options(nomem, nostack, preserves_flags)
+                    );
+                    for step in 0..steps {
+                        asm!(
+                            "tileloadd tmm4, [{x0} + {x_step}*1]",
+                            "tileloadd tmm5, [{x1} + {x_step}*1]",
+                            "tileloadd tmm6, [{w0} + {w_step}*1]",
+                            "tileloadd tmm7, [{w1} + {w_step}*1]",
+                            "tdpbusd tmm0, tmm4, tmm6",
+                            "tdpbusd tmm1, tmm4, tmm7",
+                            "tdpbusd tmm2, tmm5, tmm6",
+                            "tdpbusd tmm3, tmm5, tmm7",
+                            x0 = in(reg) x.add(t * stride + step * TILE_BYTES),
+                            x1 = in(reg) x.add((t + TILE_ROWS) * stride + step * TILE_BYTES),
+                            x_step = in(reg) x_step,
+                            w0 = in(reg) weights_of(column, step),
+                            w1 = in(reg) weights_of(column + 1, step),
+                            w_step = in(reg) TILE_BYTES,
+                            options(nostack, readonly, preserves_flags),
+                        );
+                    }
+                    asm!(
+                        "tilestored [{s00} + {o_step}*1], tmm0",
+                        "tilestored [{s01} + {o_step}*1], tmm1",
+                        "tilestored [{s10} + {o_step}*1], tmm2",
+                        "tilestored [{s11} + {o_step}*1], tmm3",
+                        s00 = in(reg) sums_at(t, column),
+                        s01 = in(reg) sums_at(t, column + 1),
+                        s10 = in(reg) sums_at(t + TILE_ROWS, column),
+                        s11 = in(reg) sums_at(t + TILE_ROWS, column + 1),
+                        o_step = in(reg) o_step,
+                        options(nostack, preserves_flags),
+                    );
+                    t += 2 * TILE_ROWS;
+                }
+                if t < padded {
+                    // The last 16 tokens alone.
+                    asm!(
+                        "tilezero tmm0",
+                        "tilezero tmm1",
+                        options(nomem, nostack, preserves_flags)
+                    );
+                    for step in 0..steps {
+                        asm!(
+                            "tileloadd tmm4, [{x0} + {x_step}*1]",
+                            "tileloadd tmm6, [{w0} + {w_step}*1]",
+                            "tileloadd tmm7, [{w1} + {w_step}*1]",
+                            "tdpbusd tmm0, tmm4, tmm6",
+                            "tdpbusd tmm1, tmm4, tmm7",
+                            x0 = in(reg) x.add(t * stride + step * TILE_BYTES),
+                            x_step = in(reg) x_step,
+                            w0 = in(reg) weights_of(column, step),
+                            w1 = in(reg) weights_of(column + 1, step),
+                            w_step = in(reg) TILE_BYTES,
+                            options(nostack, readonly, preserves_flags),
+                        );
+                    }
+                    asm!(
+                        "tilestored [{s00} + {o_step}*1], tmm0",
+                        "tilestored [{s01} + {o_step}*1], tmm1",
+                        s00 = in(reg) sums_at(t, column),
+                        s01 = in(reg) sums_at(t, column + 1),
+                        o_step = in(reg) o_step,
+                        options(nostack, preserves_flags),
+                    );
+                }
+            }
+            asm!("tilerelease", options(nomem, nostack, preserves_flags));
+        }
+    }
+}
+
 /// A layer norm over one token's values.
 struct Norm {
     gamma: Vec<f32>,
@@ -492,6 +795,7 @@ impl QuantizedEncoder {
             QuantizedLinear::new(
                 &vb.get((outputs, inputs), "weight")?,
                 &vb.get(outputs, "bias")?,
+                kernel,
             )
         };
         let layers = (0..config.num_hidden_layers)
@@ -507,8 +811,11 @@ impl QuantizedEncoder {
                     .collect::<Result<Vec<_>>>()?;
                 let weights: Vec<&Tensor> = projections.iter().map(|(w, _)| w).collect();
                 let biases: Vec<&Tensor> = projections.iter().map(|(_, b)| b).collect();
-                let qkv =
-                    QuantizedLinear::new(&Tensor::cat(&weights, 0)?, &Tensor::cat(&biases, 0)?)?;
+                let qkv = QuantizedLinear::new(
+                    &Tensor::cat(&weights, 0)?,
+                    &Tensor::cat(&biases, 0)?,
+                    kernel,
+                )?;
                 let intermediate_size = config.intermediate_size;
                 Ok(Layer {
                     qkv,
@@ -543,6 +850,12 @@ impl QuantizedEncoder {
             activation: config.hidden_act,
             kernel,
         })
+    }
+
+    /// Whether a long text's products are split between two cores ([`Kernel::splits`]), so
+    /// that [`Self::pooled`] is best run inside the rayon pool.
+    pub(crate) fn splits_products(&self) -> bool {
+        self.kernel.splits()
     }
 
     /// The mean of the hidden states of `ids` (one text, no padding), not normalised.
@@ -610,14 +923,12 @@ impl QuantizedEncoder {
     #[inline(always)]
     fn layer(&self, layer: &Layer, hidden: &[f32], tokens: usize) -> Vec<f32> {
         let width = self.width;
-        let qkv = layer.qkv.forward(hidden, tokens, self.kernel);
+        let qkv = layer.qkv.forward(hidden, tokens);
         let context = self.attention(&qkv, tokens);
-        let mut attended = layer
-            .attention_output
-            .forward(&context, tokens, self.kernel);
+        let mut attended = layer.attention_output.forward(&context, tokens);
         add_into(&mut attended, hidden);
         layer.attention_norm.apply(&mut attended);
-        let mut inner = layer.intermediate.forward(&attended, tokens, self.kernel);
+        let mut inner = layer.intermediate.forward(&attended, tokens);
         match self.activation {
             HiddenAct::Gelu => gelu_in_place(&mut inner),
             HiddenAct::GeluApproximate => inner.iter_mut().for_each(|x| {
@@ -626,7 +937,7 @@ impl QuantizedEncoder {
             }),
             HiddenAct::Relu => inner.iter_mut().for_each(|x| *x = x.max(0.0)),
         }
-        let mut out = layer.output.forward(&inner, tokens, self.kernel);
+        let mut out = layer.output.forward(&inner, tokens);
         add_into(&mut out, &attended);
         layer.output_norm.apply(&mut out);
         debug_assert_eq!(out.len(), tokens * width);
@@ -873,25 +1184,43 @@ mod tests {
         assert!((f64::from(exp(-1000.0)) - floor).abs() < floor * 1e-6);
     }
 
+    fn layer(
+        outputs: usize,
+        inputs: usize,
+        seed: u32,
+        bias: f32,
+        kernel: Kernel,
+    ) -> QuantizedLinear {
+        let device = candle_core::Device::Cpu;
+        let weight =
+            Tensor::from_vec(rows(outputs, inputs, seed), (outputs, inputs), &device).unwrap();
+        let bias = Tensor::from_vec(vec![bias; outputs], outputs, &device).unwrap();
+        QuantizedLinear::new(&weight, &bias, kernel).unwrap()
+    }
+
     #[test]
     fn every_kernel_gives_the_same_integer_sums() {
-        for (tokens, inputs, outputs) in [(1, 384, 64), (7, 384, 70), (13, 1536, 33), (4, 40, 3)] {
-            let weight = Tensor::from_vec(
-                rows(outputs, inputs, 7),
-                (outputs, inputs),
-                &candle_core::Device::Cpu,
-            )
-            .unwrap();
-            let bias = Tensor::from_vec(vec![0.5f32; outputs], outputs, &candle_core::Device::Cpu)
-                .unwrap();
-            let layer = QuantizedLinear::new(&weight, &bias).unwrap();
-            let input = QuantizedRows::new(&rows(tokens, inputs, 3), tokens, inputs, layer.stride);
-            let mut expected = vec![0i32; outputs * input.padded_tokens()];
-            sums_portable(&layer.weights, layer.stride, &input.bytes, &mut expected);
+        for (tokens, inputs, outputs) in [
+            (1, 384, 64),
+            (7, 384, 70),
+            (13, 1536, 33),
+            (4, 40, 3),
+            (16, 64, 32),
+            (40, 384, 96),
+        ] {
+            let x = rows(tokens, inputs, 3);
+            let reference = layer(outputs, inputs, 7, 0.5, Kernel::Portable);
+            let expected = reference.sums(&reference.quantize(&x, tokens));
             for kernel in Kernel::available() {
-                let mut got = vec![0i32; outputs * input.padded_tokens()];
-                kernel.run(&layer.weights, layer.stride, &input.bytes, &mut got);
-                assert_eq!(got, expected, "{kernel:?} at {tokens}x{inputs}");
+                let layer = layer(outputs, inputs, 7, 0.5, kernel);
+                let got = layer.sums(&layer.quantize(&x, tokens));
+                for t in 0..tokens {
+                    assert_eq!(
+                        got[t * layer.rows..][..outputs],
+                        expected[t * reference.rows..][..outputs],
+                        "{kernel:?} at {tokens}x{inputs}, token {t}"
+                    );
+                }
             }
         }
     }
@@ -902,26 +1231,24 @@ mod tests {
         assert!(
             tokens.div_ceil(TOKEN_BLOCK) * TOKEN_BLOCK * outputs * inputs >= SPLIT_MULTIPLY_ADDS
         );
-        let device = candle_core::Device::Cpu;
-        let weight =
-            Tensor::from_vec(rows(outputs, inputs, 13), (outputs, inputs), &device).unwrap();
-        let bias = Tensor::from_vec(vec![0.125f32; outputs], outputs, &device).unwrap();
-        let layer = QuantizedLinear::new(&weight, &bias).unwrap();
         let x = rows(tokens, inputs, 17);
-        let Some(kernel) = Kernel::fast() else {
-            return;
-        };
-        let got = layer.forward(&x, tokens, kernel);
-        let input = QuantizedRows::new(&x, tokens, inputs, layer.stride);
-        let mut sums = vec![0i32; outputs * input.padded_tokens()];
-        sums_portable(&layer.weights, layer.stride, &input.bytes, &mut sums);
-        for t in 0..tokens {
-            for o in 0..outputs {
-                let expected = (sums[t * outputs + o] - layer.shift_correction[o]) as f32
-                    * layer.scales[o]
-                    * input.scales[t]
-                    + layer.bias[o];
-                assert_eq!(got[t * outputs + o], expected, "token {t}, output {o}");
+        let reference = layer(outputs, inputs, 13, 0.125, Kernel::Portable);
+        let input = reference.quantize(&x, tokens);
+        let sums = reference.sums(&input);
+        for kernel in Kernel::available() {
+            let got = layer(outputs, inputs, 13, 0.125, kernel).forward(&x, tokens);
+            for t in 0..tokens {
+                for o in 0..outputs {
+                    let expected = (sums[t * outputs + o] - reference.shift_correction[o]) as f32
+                        * reference.scales[o]
+                        * input.scales[t]
+                        + reference.bias[o];
+                    assert_eq!(
+                        got[t * outputs + o],
+                        expected,
+                        "{kernel:?}: token {t}, output {o}"
+                    );
+                }
             }
         }
     }
@@ -935,11 +1262,9 @@ mod tests {
             Tensor::from_vec(w.clone(), (outputs, inputs), &candle_core::Device::Cpu).unwrap();
         let bias =
             Tensor::from_vec(vec![0.25f32; outputs], outputs, &candle_core::Device::Cpu).unwrap();
-        let got = QuantizedLinear::new(&weight, &bias).unwrap().forward(
-            &x,
-            tokens,
-            Kernel::fast().unwrap_or(Kernel::Portable),
-        );
+        let got = QuantizedLinear::new(&weight, &bias, Kernel::fast().unwrap_or(Kernel::Portable))
+            .unwrap()
+            .forward(&x, tokens);
         for t in 0..tokens {
             for o in 0..outputs {
                 let exact: f32 = (0..inputs)
