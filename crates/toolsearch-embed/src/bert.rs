@@ -177,7 +177,10 @@ impl BertEmbedder {
             Some(_) => format!("{identity}/{QUERY_RECIPE}"),
             None => identity.clone(),
         };
-        tracing::debug!(dir = %dir.display(), %identity, dims = config.hidden_size, "embedding model loaded");
+        let queries_by = query_model
+            .as_ref()
+            .map_or("f32 products", QuantizedEncoder::products);
+        tracing::debug!(dir = %dir.display(), %identity, dims = config.hidden_size, queries_by, "embedding model loaded");
         Ok(Self {
             model,
             query_model,

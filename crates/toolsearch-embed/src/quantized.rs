@@ -852,6 +852,19 @@ impl QuantizedEncoder {
         })
     }
 
+    /// What computes the dense layers' products, in words (for the logs).
+    pub(crate) fn products(&self) -> &'static str {
+        match self.kernel {
+            Kernel::Portable => "byte products in portable code",
+            #[cfg(target_arch = "x86_64")]
+            Kernel::AvxVnni => "byte products by AVX-VNNI",
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx512Vnni => "byte products by AVX-512 VNNI",
+            #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
+            Kernel::Amx => "byte products by AMX tiles",
+        }
+    }
+
     /// Whether a long text's products are split between two cores ([`Kernel::splits`]), so
     /// that [`Self::pooled`] is best run inside the rayon pool.
     pub(crate) fn splits_products(&self) -> bool {
