@@ -129,8 +129,8 @@ pub fn split_words(text: &str) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut start: Option<usize> = None;
     let mut prev: Option<char> = None;
-    let chars: Vec<(usize, char)> = text.char_indices().collect();
-    for (i, &(offset, c)) in chars.iter().enumerate() {
+    let mut chars = text.char_indices().peekable();
+    while let Some((offset, c)) = chars.next() {
         if is_cjk(c) {
             if let Some(s) = start.take() {
                 out.push((s, offset));
@@ -147,7 +147,7 @@ pub fn split_words(text: &str) -> Vec<(usize, usize)> {
             continue;
         }
         if let (Some(s), Some(p)) = (start, prev) {
-            let next = chars.get(i + 1).map(|&(_, n)| n);
+            let next = chars.peek().map(|&(_, n)| n);
             if is_boundary(p, c, next) {
                 out.push((s, offset));
                 start = Some(offset);

@@ -215,10 +215,18 @@ impl<'a> StemSlots<'a> {
 
     /// The distinct slots, in order.
     pub fn slots(self) -> impl Iterator<Item = u32> + 'a {
+        self.runs().map(|(slot, _)| slot)
+    }
+
+    /// The distinct slots in order, each with where its entries start (what
+    /// [`StemSlots::seek`] would find for it).
+    pub fn runs(self) -> impl Iterator<Item = (u32, usize)> + 'a {
         let stems = self.list.map_or(&[][..], |l| l.stems.as_slice());
-        stems
-            .chunk_by(|a, b| a.slot == b.slot)
-            .map(|run| run[0].slot)
+        stems.chunk_by(|a, b| a.slot == b.slot).scan(0, |at, run| {
+            let start = *at;
+            *at += run.len();
+            Some((run[0].slot, start))
+        })
     }
 
     /// Where the slot's entries start, searching from `from` on: the first entry at or past
