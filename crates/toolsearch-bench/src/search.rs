@@ -986,7 +986,6 @@ fn time_queries(queries: &[String], mut search: impl FnMut(&str) -> bool) -> (Ve
     (latencies, errors)
 }
 
-/// p50, p99 and max (nearest rank).
 /// p50, p99 and maximum by nearest rank; zeros for no values.
 pub(super) fn percentiles(mut values: Vec<f64>) -> (f64, f64, f64) {
     if values.is_empty() {
