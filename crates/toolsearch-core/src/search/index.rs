@@ -381,6 +381,9 @@ impl ToolIndex {
         }
         let averages = Field::ALL.map(|f| self.average_length(f));
         let bs = Field::ALL.map(|f| config.field(f).b);
+        // Only entries of removed slots need the slot checked (a load per entry that misses
+        // the cache in a large catalog), and most of the time there are none.
+        let check_live = self.postings.holds_removed();
         let mut add = |slot: u32, key: usize, freq: u16, weight: f32| {
             let f = key >> 1;
             let norm = norm(
@@ -388,7 +391,7 @@ impl ToolIndex {
                 f32::from(self.lengths[slot as usize][f]),
                 averages[f],
             );
-            if self.alive(slot) {
+            if !check_live || self.alive(slot) {
                 scratch.add(slot, weight * f32::from(freq) / norm);
             }
         };
@@ -479,13 +482,14 @@ impl ToolIndex {
         // Walk the shorter list and look its slots up in the longer.
         let a_is_short = a.len() <= b.len();
         let (short, long) = if a_is_short { (a, b) } else { (b, a) };
+        let check_live = self.postings.holds_removed();
         let mut at_long = 0;
         for (slot, at_short) in short.runs() {
             at_long = long.seek(slot, at_long);
             if long.len() <= at_long {
                 break;
             }
-            if !long.holds(slot, at_long) || !self.alive(slot) {
+            if !long.holds(slot, at_long) || (check_live && !self.alive(slot)) {
                 continue;
             }
             let (at_a, at_b) = if a_is_short {

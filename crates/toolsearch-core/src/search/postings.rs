@@ -145,6 +145,12 @@ impl Postings {
         self.dead_entries += entries;
     }
 
+    /// Whether any entry belongs to a removed slot (none do after [`Postings::compact`], nor
+    /// before the first removal): a reader that finds none can skip checking slots.
+    pub fn holds_removed(&self) -> bool {
+        self.dead_entries > 0
+    }
+
     /// Whether removed slots hold enough of the entries that walking past them costs more than
     /// rewriting the lists.
     pub fn needs_compaction(&self) -> bool {
