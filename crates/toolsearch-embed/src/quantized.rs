@@ -26,7 +26,8 @@ use candle_nn::VarBuilder;
 /// Inputs are padded to a multiple of this many bytes (one 512-bit register, two 256-bit ones).
 const LANE_BYTES: usize = 64;
 
-/// Tokens computed together against one weight row.
+/// Tokens the VNNI kernels compute together against one weight row (AMX pads to its tiles'
+/// 16 rows instead: [`Kernel::token_block`]).
 const TOKEN_BLOCK: usize = 4;
 
 /// A dense layer with 8-bit weights, laid out for the kernel that multiplies them.
@@ -491,7 +492,7 @@ mod vnni512 {
 /// The tiles are driven by `asm!` (AMX's intrinsics are not stable Rust): tmm0–tmm3 hold sums,
 /// tmm4–tmm5 tokens, tmm6–tmm7 weights. Nothing else in the program touches the tile
 /// registers, so they keep their values from one `asm!` block to the next within a call of
-/// [`sums`], which loads the tile configuration first and releases the tiles last.
+/// `sums`, which loads the tile configuration first and releases the tiles last.
 #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
 mod amx {
     use std::arch::asm;
