@@ -384,15 +384,16 @@ impl ToolIndex {
         // Only entries of removed slots need the slot checked (a load per entry that misses
         // the cache in a large catalog), and most of the time there are none.
         let check_live = self.postings.holds_removed();
-        let mut add = |slot: u32, key: usize, freq: u16, weight: f32| {
+        let mut add = |entry: postings::Entry, key: usize, weight: f32| {
             let f = key >> 1;
-            let norm = norm(
-                bs[f],
-                f32::from(self.lengths[slot as usize][f]),
-                averages[f],
-            );
-            if !check_live || self.alive(slot) {
-                scratch.add(slot, weight * f32::from(freq) / norm);
+            let length = if entry.short_length == postings::LONG_FIELD {
+                self.lengths[entry.slot as usize][f]
+            } else {
+                u16::from(entry.short_length)
+            };
+            let norm = norm(bs[f], f32::from(length), averages[f]);
+            if !check_live || self.alive(entry.slot) {
+                scratch.add(entry.slot, weight * f32::from(entry.freq) / norm);
             }
         };
         for (id, weights) in &words {
@@ -401,18 +402,18 @@ impl ToolIndex {
             for &entry in stems {
                 let key = entry.form_key();
                 if let Some(weight) = weights[key] {
-                    add(entry.slot, key, entry.freq, weight);
+                    add(entry, key, weight);
                 }
                 if entry.also_written() {
                     if let Some(weight) = weights[key | 1] {
-                        add(entry.slot, key | 1, entry.freq, weight);
+                        add(entry, key | 1, weight);
                     }
                 }
             }
             if wants_raw {
                 for &entry in raws {
                     if let Some(weight) = weights[entry.form_key()] {
-                        add(entry.slot, entry.form_key(), entry.freq, weight);
+                        add(entry, entry.form_key(), weight);
                     }
                 }
             }
@@ -689,5 +690,39 @@ mod changes_tests {
             assert_eq!(answers(&changed), expected, "after round {round}");
         }
         assert!(changed.slot_count() > 3 * 6, "slots were retired");
+    }
+
+    #[test]
+    fn a_field_of_any_length_is_normalised_by_its_own_length() {
+        // Lengths on both sides of what an entry keeps beside it (under 255 words).
+        let lengths = [3, 254, 255, 256, 300, 700];
+        let tools: Vec<Arc<Tool>> = lengths
+            .iter()
+            .map(|&length| {
+                let description = format!("alpha{}", " zeta".repeat(length - 1));
+                Arc::new(Tool::new(format!("tool_{length}"), description).with_server("s"))
+            })
+            .collect();
+        let mut index = ToolIndex::new();
+        index.rebuild(tools.iter()).unwrap();
+        let config = SearchConfig::default();
+        let weight = config.field(Field::Description).weight;
+        let sources = [Source {
+            field: Field::Description,
+            raw: false,
+            text: "alpha",
+            weight,
+        }];
+        let mut scratch = Hits::new(index.slot_count());
+        let mut hits = Hits::new(index.slot_count());
+        let (idf, df) = index.score_term(&config, &sources, &mut scratch, &mut hits, 1.0);
+        assert_eq!(df, lengths.len());
+        let average = index.average_length(Field::Description);
+        let b = config.field(Field::Description).b;
+        for (slot, &length) in lengths.iter().enumerate() {
+            let tf = weight / norm(b, length as f32, average);
+            let expected = idf * tf / (config.k1 + tf);
+            assert_eq!(hits.scores[slot], expected, "{length} words");
+        }
     }
 }

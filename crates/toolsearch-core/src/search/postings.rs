@@ -23,7 +23,14 @@ pub struct Entry {
     /// that also stands for the word's entry as written in the same field with the same count,
     /// which the word's list as written then leaves out. Entries of a slot are in key order.
     pub key: u8,
+    /// The field's length in the slot (its words), or [`LONG_FIELD`] when it has that many or
+    /// more. Scoring reads it here, beside the entry, rather than in a table of every slot's
+    /// lengths, a load that misses the cache in a large catalog; the padding had the byte free.
+    pub short_length: u8,
 }
+
+/// See [`Entry::short_length`]: the field's length is looked up by slot.
+pub const LONG_FIELD: u8 = u8::MAX;
 
 /// See [`Entry::key`].
 pub const ALSO_WRITTEN: u8 = 0x80;
@@ -88,6 +95,7 @@ impl Postings {
             if tokens.is_empty() {
                 continue;
             }
+            let short_length = u8::try_from(tokens.len()).unwrap_or(LONG_FIELD);
             stems.clear();
             stems.extend(tokens.iter().map(|t| (t.stem, t.position)));
             stems.sort_unstable();
@@ -102,6 +110,7 @@ impl Postings {
                     slot,
                     freq: saturate(run.len()),
                     key: key(field, false),
+                    short_length,
                 });
                 list.positions
                     .extend(run.iter().take(usize::from(u16::MAX)).map(|&(_, p)| p));
@@ -126,6 +135,7 @@ impl Postings {
                     slot,
                     freq,
                     key: key(field, true),
+                    short_length,
                 });
             }
         }
