@@ -663,10 +663,11 @@ impl SearchEngine {
         // down the ranking, so each cut keeps a prefix of it: everything ranked above the first
         // candidate whose own score is under the cut.
         let threshold = request.threshold.unwrap_or(self.config.threshold);
-        let best = candidates
+        let first = candidates
             .iter()
             .min_by(|a, b| self.rank_order(a, b))
-            .map_or(0.0, own_score);
+            .copied();
+        let best = first.as_ref().map_or(0.0, own_score);
         // Whether anything fits is whether the first result, which caps every score under it,
         // is a confident match: read before the threshold and the top band (which cut what is
         // shown, not what the catalog holds). Only a search that read meaning says it: keyword
@@ -679,20 +680,23 @@ impl SearchEngine {
             .or(self.config.top_band)
             .map_or(0.0, |band| best * band);
         let cut = threshold.max(band_cut);
-        let first_under = candidates
-            .iter()
-            .filter(|c| !c.exact && own_score(c) < cut)
-            .min_by(|a, b| self.rank_order(a, b))
-            .copied();
+        // Calibrated scores are never under 0, so a cut of 0 (no threshold, no band) passes
+        // every candidate without reading their scores, tens of thousands in a large catalog.
+        let first_under = if cut <= 0.0 && calibrated {
+            None
+        } else {
+            candidates
+                .iter()
+                .filter(|c| !c.exact && own_score(c) < cut)
+                .min_by(|a, b| self.rank_order(a, b))
+                .copied()
+        };
         // A first result that meaning does not support (it matched words only) never hides the
         // tool meaning puts first: "remember that Alice likes tea" led by a tool whose text says
         // "like" keeps the memory tool beside it.
-        let words_only_first = candidates
-            .iter()
-            .min_by(|a, b| self.rank_order(a, b))
-            .is_some_and(|c| {
-                !c.exact && c.evidence.similarity.unwrap_or(0.0) < self.config.min_similarity
-            });
+        let words_only_first = first.is_some_and(|c| {
+            !c.exact && c.evidence.similarity.unwrap_or(0.0) < self.config.min_similarity
+        });
         let kept_by_meaning = dense_first.or(dense_top.filter(|_| words_only_first));
         if let Some(first_under) = first_under {
             // The dense side's first stays past the band (not past the threshold) when it leads
