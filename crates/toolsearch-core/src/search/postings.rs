@@ -32,6 +32,9 @@ pub struct Entry {
 /// See [`Entry::short_length`]: the field's length is looked up by slot.
 pub const LONG_FIELD: u8 = u8::MAX;
 
+// The lists are most of the index's memory: an entry stays 8 bytes.
+const _: () = assert!(std::mem::size_of::<Entry>() == 8);
+
 /// See [`Entry::key`].
 pub const ALSO_WRITTEN: u8 = 0x80;
 
