@@ -66,6 +66,7 @@ pub use downstream::GatewayService;
 pub const MCP_PATH: &str = "/mcp";
 pub use error::{GatewayError, Result};
 pub use gateway::Gateway;
+pub use memory::release_freed_memory;
 pub use upstream::supervisor::{ServerState, SupervisorOptions, UpstreamEvent, UpstreamManager};
 pub use upstream::to_core_tool;
 
