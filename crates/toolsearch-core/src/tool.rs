@@ -66,9 +66,10 @@ pub struct Tool {
     pub tags: Vec<String>,
     #[serde(default)]
     pub defer: DeferPolicy,
-    /// MCP annotations (readOnlyHint, title, ...), kept verbatim.
+    /// MCP annotations (readOnlyHint, title, ...), kept verbatim. Boxed: most tools have none,
+    /// and a JSON value in place would be most of a tool's fixed size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<Value>,
+    pub annotations: Option<Box<Value>>,
 }
 
 /// The schema of a tool that takes no arguments.
@@ -114,7 +115,7 @@ impl Tool {
             .or(title)
             .unwrap_or_default();
         Self {
-            annotations,
+            annotations: annotations.map(Box::new),
             ..Self::new(name, description)
         }
     }

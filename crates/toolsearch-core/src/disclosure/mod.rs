@@ -138,7 +138,7 @@ impl ExposedTool {
             description: tool.description.clone(),
             input_schema,
             output_schema: None,
-            annotations: tool.annotations.clone(),
+            annotations: tool.annotations.as_deref().cloned(),
             exposure,
             tool: Some(tool.clone()),
         }

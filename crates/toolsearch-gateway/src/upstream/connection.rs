@@ -1330,7 +1330,10 @@ mod tests {
             tool.input_schema.to_value()["properties"]["message"]["type"],
             "string"
         );
-        assert_eq!(tool.annotations, Some(json!({"readOnlyHint": true})));
+        assert_eq!(
+            tool.annotations.as_deref(),
+            Some(&json!({"readOnlyHint": true}))
+        );
     }
 
     #[test]
@@ -1341,7 +1344,10 @@ mod tests {
         .unwrap();
         let tool = to_core_tool("s", &raw);
         assert_eq!(tool.description, "A title");
-        assert_eq!(tool.annotations, Some(json!({"title": "A title"})));
+        assert_eq!(
+            tool.annotations.as_deref(),
+            Some(&json!({"title": "A title"}))
+        );
     }
 
     /// The same MCP tool from a live server and from a catalog file is the same tool.
