@@ -60,18 +60,14 @@ pub fn resolve<'a>(index: &ToolIndex, terms: &'a [QueryTerm]) -> Vec<ResolvedTer
         .collect()
 }
 
-/// Which fields of the tool in `slot` hold which of the query's terms, from the words the index
-/// kept for it (nothing is analysed again).
+/// Which fields of the tool in `slot` hold which of the query's terms, from the slot's entries in
+/// the terms' posting lists (nothing is analysed again).
 pub fn matched_on(index: &ToolIndex, slot: u32, terms: &[ResolvedTerm]) -> Vec<MatchedOn> {
-    let Some(words) = index.slot_terms(slot) else {
-        return Vec::new();
-    };
     let mut by_field: [Vec<String>; FIELD_COUNT] = Default::default();
     for resolved in terms {
-        let held = resolved
-            .forms
-            .iter()
-            .fold(0u8, |acc, &(id, form)| acc | words.fields_holding(id, form));
+        let held = resolved.forms.iter().fold(0u8, |acc, &(id, form)| {
+            acc | index.fields_holding(slot, id, form)
+        });
         for &field in resolved.term.fields {
             let matched = &mut by_field[field as usize];
             if held & (1 << field as u8) != 0 && !matched.contains(&resolved.term.label) {

@@ -7,9 +7,9 @@
 
 use super::config::SearchConfig;
 use super::field::{Field, FIELD_COUNT};
-use super::postings::{self, Postings, KEY_COUNT};
+use super::postings::{self, Postings, KEY_COUNT, UNKNOWN_POSITION};
 use super::synonyms::Synonyms;
-use super::terms::{SlotTerms, Vocabulary};
+use super::terms::{NameWords, Vocabulary};
 use crate::analyzer::{Analyzer, Token};
 use crate::error::{Error, Result};
 use crate::tool::Tool;
@@ -96,8 +96,8 @@ pub struct ToolIndex {
     by_server: HashMap<String, Vec<u32>>,
     by_name: NameIndex,
     vocabulary: Vocabulary,
-    /// Each slot's words by field (empty for a removed slot).
-    slot_terms: Vec<SlotTerms>,
+    /// Each slot's name words, which name coverage reads.
+    name_words: NameWords,
     /// Each slot's server as a number (`NO_SERVER` for tools without one), and the numbers given.
     slot_servers: Vec<u32>,
     server_numbers: HashMap<String, u32>,
@@ -191,7 +191,7 @@ impl ToolIndex {
             by_server: HashMap::new(),
             by_name: NameIndex::default(),
             vocabulary: Vocabulary::default(),
-            slot_terms: Vec::new(),
+            name_words: NameWords::default(),
             slot_servers: Vec::new(),
             server_numbers: HashMap::new(),
         }
@@ -288,9 +288,14 @@ impl ToolIndex {
         for slot in slots {
             if let Some(tool) = self.slots[slot as usize].take() {
                 self.live -= 1;
-                let terms = std::mem::take(&mut self.slot_terms[slot as usize]);
-                self.postings.note_removed(terms.posting_count());
-                self.vocabulary.remove(&terms);
+                // The tool's words, analysed again, are the numbers they were given when it was
+                // added: every word is in the vocabulary already, and numbers are never reused.
+                // Only a new word can fail to be numbered, and the tool brings none.
+                if let Ok(analyzed) = self.vocabulary.analyze(&self.analyzer, &tool) {
+                    let entries = self.vocabulary.remove(&analyzed);
+                    self.postings.note_removed(entries);
+                }
+                self.name_words.note_removed(slot);
                 self.by_name.remove(&tool.name, slot);
                 for (sum, len) in self.length_sums.iter_mut().zip(self.lengths[slot as usize]) {
                     *sum -= u64::from(len);
@@ -303,8 +308,9 @@ impl ToolIndex {
         let slot = u32::try_from(self.slots.len())
             .map_err(|_| Error::Index("more than 4 billion tool slots".into()))?;
         let analyzed = self.vocabulary.analyze(&self.analyzer, &tool)?;
-        let terms = self.vocabulary.add(&analyzed);
+        self.vocabulary.add(&analyzed);
         self.postings.add(slot, &analyzed);
+        self.name_words.push(analyzed.name_words());
         let lengths = analyzed
             .fields
             .each_ref()
@@ -328,7 +334,6 @@ impl ToolIndex {
         };
         self.slot_servers.push(server);
         self.slots.push(Some(tool));
-        self.slot_terms.push(terms);
         self.lengths.push(lengths);
         self.live += 1;
         Ok(())
@@ -336,10 +341,11 @@ impl ToolIndex {
 
     /// Rewrites the postings once removed tools hold enough of them.
     fn commit(&mut self) {
+        let slots = &self.slots;
         if self.postings.needs_compaction() {
-            let slots = &self.slots;
             self.postings.compact(|slot| is_live(slots, slot));
         }
+        self.name_words.compact(|slot| is_live(slots, slot));
     }
 
     fn alive(&self, slot: u32) -> bool {
@@ -457,7 +463,10 @@ impl ToolIndex {
                     continue 'slots;
                 };
                 let offset = i64::from(*position - first_position);
-                let these = positions.iter().map(|&p| i64::from(p) - offset);
+                let these = positions
+                    .iter()
+                    .filter(|&&p| p != UNKNOWN_POSITION)
+                    .map(|&p| i64::from(p) - offset);
                 let narrowed: BTreeSet<i64> = match &starts {
                     None => these.collect(),
                     Some(before) => these.filter(|p| before.contains(p)).collect(),
@@ -503,8 +512,12 @@ impl ToolIndex {
                 let (Some(pa), Some(pb)) = (in_a.positions(field), in_b.positions(field)) else {
                     return false;
                 };
-                pa.iter()
-                    .any(|&x| pb.iter().any(|&y| y > x && y - x <= window))
+                let known = |p: &&u16| **p != UNKNOWN_POSITION;
+                pa.iter().filter(known).any(|&x| {
+                    pb.iter()
+                        .filter(known)
+                        .any(|&y| y > x && u32::from(y - x) <= window)
+                })
             });
             if near {
                 found.push(slot);
@@ -529,9 +542,20 @@ impl ToolIndex {
         self.vocabulary.id(text)
     }
 
-    /// A slot's words by field (empty for a removed slot).
-    pub fn slot_terms(&self, slot: u32) -> Option<&SlotTerms> {
-        self.slot_terms.get(slot as usize)
+    /// The stems of a live slot's name words, stopwords and bare numbers left out (none for a
+    /// removed slot).
+    pub fn name_words(&self, slot: u32) -> &[u32] {
+        if self.alive(slot) {
+            self.name_words.get(slot)
+        } else {
+            &[]
+        }
+    }
+
+    /// The fields (bit `1 << field`) where a slot holds word `id` in one of `forms` (`STEM`,
+    /// `RAW`).
+    pub fn fields_holding(&self, slot: u32, id: u32, forms: u32) -> u8 {
+        self.postings.fields_holding(id, slot, forms)
     }
 }
 
@@ -724,5 +748,29 @@ mod changes_tests {
             let expected = idf * tf / (config.k1 + tf);
             assert_eq!(hits.scores[slot], expected, "{length} words");
         }
+    }
+
+    #[test]
+    fn phrases_and_proximity_read_a_field_up_to_its_65535th_word() {
+        // "send mail" at the start of the description; "fetch" the last word whose position is
+        // kept (65,534), "page" thousands of words later, where positions are not kept: read as
+        // the last kept position, they would make a phrase and a pair.
+        let description = format!(
+            "send mail{} fetch{} page",
+            " zeta".repeat(65_532),
+            " zeta".repeat(5_000)
+        );
+        let tool = Arc::new(Tool::new("long", description).with_server("s"));
+        let mut index = ToolIndex::new();
+        index.rebuild([tool].iter()).unwrap();
+        let analyzer = Analyzer::new();
+        let phrase = |text: &str| index.phrase_slots(Field::Description, &analyzer.tokens(text));
+        assert_eq!(phrase("send mail"), [0]);
+        assert_eq!(phrase("zeta fetch"), [0]);
+        assert!(phrase("fetch page").is_empty());
+        let fields = [Field::Description];
+        assert_eq!(index.pair_slots(&fields, "send", "mail", 1), [0]);
+        assert_eq!(index.pair_slots(&fields, "zeta", "fetch", 1), [0]);
+        assert!(index.pair_slots(&fields, "fetch", "page", 3).is_empty());
     }
 }

@@ -192,10 +192,7 @@ impl Evaluator<'_> {
             .collect();
         used.sort_unstable();
         for slot in top {
-            let Some(words) = self.index.slot_terms(slot) else {
-                continue;
-            };
-            let words = words.name_words();
+            let words = self.index.name_words(slot);
             if words.is_empty() {
                 continue;
             }

@@ -11,7 +11,7 @@
 //! sorted; a removed tool's entries are skipped until enough have piled up to rewrite the lists.
 
 use super::field::{Field, FIELD_COUNT};
-use super::terms::{AnalyzedTool, WordToken};
+use super::terms::{AnalyzedTool, WordToken, RAW, STEM};
 
 /// One (slot, field, form) of a word: how often the slot holds it there.
 #[derive(Debug, Clone, Copy)]
@@ -74,7 +74,7 @@ struct List {
     /// Where the positions of every [`CHECKPOINT`]-th stem entry start in `positions`; an entry's
     /// own start adds the counts of the entries before it since the checkpoint.
     starts: Vec<u32>,
-    positions: Vec<u32>,
+    positions: Vec<u16>,
     /// The word as written, sorted by (slot, key).
     raws: Vec<Entry>,
 }
@@ -115,8 +115,11 @@ impl Postings {
                     key: key(field, false),
                     short_length,
                 });
-                list.positions
-                    .extend(run.iter().take(usize::from(u16::MAX)).map(|&(_, p)| p));
+                list.positions.extend(
+                    run.iter()
+                        .take(usize::from(u16::MAX))
+                        .map(|&(_, p)| u16::try_from(p).unwrap_or(UNKNOWN_POSITION)),
+                );
                 self.entries += 1;
             }
             raws.clear();
@@ -213,6 +216,25 @@ impl Postings {
             })
     }
 
+    /// The fields (bit `1 << field`) where `slot` holds `word` in one of `forms` ([`STEM`],
+    /// [`RAW`]): the slot's entries, found by binary search, and stem entries that stand for the
+    /// word as written too.
+    pub fn fields_holding(&self, word: u32, slot: u32, forms: u32) -> u8 {
+        let (stems, raws) = self.entries(word);
+        let mut fields = 0u8;
+        for entry in of_slot(stems, slot) {
+            if forms & STEM != 0 || (forms & RAW != 0 && entry.also_written()) {
+                fields |= 1 << (entry.form_key() >> 1);
+            }
+        }
+        if forms & RAW != 0 {
+            for entry in of_slot(raws, slot) {
+                fields |= 1 << (entry.form_key() >> 1);
+            }
+        }
+        fields
+    }
+
     /// Stem `word` slot by slot, to look slots up in (removed slots included).
     pub fn stem_slots(&self, word: u32) -> StemSlots<'_> {
         StemSlots {
@@ -297,12 +319,13 @@ impl<'a> StemSlots<'a> {
 #[derive(Default)]
 pub struct SlotStems<'a> {
     entries: &'a [Entry],
-    positions: &'a [u32],
+    positions: &'a [u16],
 }
 
 impl<'a> SlotStems<'a> {
-    /// The positions of the stem in `field`, if the slot holds it there.
-    pub fn positions(&self, field: Field) -> Option<&'a [u32]> {
+    /// The positions of the stem in `field`, if the slot holds it there; those past the field's
+    /// 65,535th word read [`UNKNOWN_POSITION`].
+    pub fn positions(&self, field: Field) -> Option<&'a [u16]> {
         let wanted = usize::from(key(field, false));
         let mut start = 0;
         for entry in self.entries {
@@ -316,6 +339,13 @@ impl<'a> SlotStems<'a> {
     }
 }
 
+/// The entries of `slot` in a list sorted by slot.
+fn of_slot(list: &[Entry], slot: u32) -> &[Entry] {
+    let start = list.partition_point(|e| e.slot < slot);
+    let len = list[start..].iter().take_while(|e| e.slot == slot).count();
+    &list[start..start + len]
+}
+
 /// Stem entries between two recorded position starts.
 const CHECKPOINT: usize = 8;
 
@@ -326,6 +356,11 @@ fn room<T>(list: &mut Vec<T>, more: usize) {
         list.reserve_exact(more.max(list.len() / 2).max(4));
     }
 }
+
+/// A position a field's word has past the 65,535th: positions are kept in 16 bits (they are a
+/// quarter of the index), so phrases and proximity read the first 65,535 words of a field, and
+/// skip this one.
+pub const UNKNOWN_POSITION: u16 = u16::MAX;
 
 fn saturate(count: usize) -> u16 {
     u16::try_from(count).unwrap_or(u16::MAX)
@@ -355,9 +390,43 @@ mod tests {
             .slots()
             .filter_map(|slot| {
                 let at = slots.seek(slot, 0);
-                Some((slot, slots.slot(slot, at).positions(field)?.to_vec()))
+                let positions = slots.slot(slot, at).positions(field)?;
+                Some((slot, positions.iter().map(|&p| u32::from(p)).collect()))
             })
             .collect()
+    }
+
+    #[test]
+    fn a_slot_holds_a_word_in_the_fields_and_forms_its_entries_say() {
+        let mut vocabulary = Vocabulary::default();
+        let mut postings = Postings::default();
+        let documents = Tool::new("get_documents", "Lists the files").with_server("drive");
+        let drive = Tool::new("drive_document", "The document of a drive");
+        add(&mut postings, &mut vocabulary, 1, &documents);
+        add(&mut postings, &mut vocabulary, 4, &drive);
+        let id = |w: &str| vocabulary.id(w).unwrap();
+        let bit = |f: Field| 1u8 << f as u8;
+        let (document, documents_word) = (id("document"), id("documents"));
+        assert_eq!(postings.fields_holding(document, 1, STEM), bit(Field::Name));
+        assert_eq!(postings.fields_holding(document, 1, RAW), 0);
+        assert_eq!(
+            postings.fields_holding(documents_word, 1, RAW),
+            bit(Field::Name)
+        );
+        assert_eq!(postings.fields_holding(documents_word, 1, STEM), 0);
+        // "document" is written as its stem in slot 4: the stem entry stands for both forms.
+        let both = bit(Field::Name) | bit(Field::Description);
+        assert_eq!(postings.fields_holding(document, 4, RAW), both);
+        assert_eq!(postings.fields_holding(document, 4, STEM | RAW), both);
+        assert_eq!(
+            postings.fields_holding(id("drive"), 1, STEM | RAW),
+            bit(Field::Server)
+        );
+        assert_eq!(postings.fields_holding(id("drive"), 4, RAW), both);
+        // Slots between, before and after hold nothing.
+        for slot in [0, 2, 3, 5] {
+            assert_eq!(postings.fields_holding(document, slot, STEM | RAW), 0);
+        }
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The catalog's words as numbers, and each tool's words field by field.
 //!
-//! Explaining a result (`matched_on`), rewarding name coverage and removing a tool all need to know
-//! which words a tool holds where. Keeping that as a short sorted list of numbers per tool, made
-//! once when the tool is indexed, means none of them analyses a tool's text again.
+//! The vocabulary counts, for every word, the live tools holding it in each field and form; a tool
+//! being removed is analysed again to uncount its words (the same text gives the same numbers), so
+//! the index keeps no word list per tool. Only the stems of each name's words, which name coverage
+//! reads for a search's best candidates, are kept, all slots' in one arena ([`NameWords`]).
 
 use super::field::{Field, FIELD_COUNT};
 use crate::analyzer::{is_stopword, lowercase_into, split_words, Analyzer};
@@ -166,41 +167,24 @@ impl Vocabulary {
         Ok(AnalyzedTool { fields, name_words })
     }
 
-    /// Counts the words of a tool being indexed and returns its word list.
-    pub fn add(&mut self, analyzed: &AnalyzedTool) -> SlotTerms {
-        let mut entries = Vec::new();
-        for field in Field::ALL {
-            let field_bits = (field as u32) << FORM_BITS;
-            for token in &analyzed.fields[field as usize] {
-                entries.push(token.stem << ID_SHIFT | field_bits | STEM);
-                entries.push(token.raw << ID_SHIFT | field_bits | RAW);
-            }
-        }
-        entries.sort_unstable();
-        let name_words = &analyzed.name_words;
-        // One entry per (word, field), its form flags merged.
-        let mut merged: Vec<u32> = Vec::with_capacity(entries.len() + name_words.len() + 1);
-        merged.push(name_words.len() as u32);
-        merged.extend(name_words);
-        let head = merged.len();
-        for entry in entries {
-            match merged[head..].last_mut() {
-                Some(last) if *last >> FORM_BITS == entry >> FORM_BITS => *last |= entry,
-                _ => merged.push(entry),
-            }
-        }
-        let terms = SlotTerms(merged.into_boxed_slice());
-        self.adjust(&terms, true);
-        terms
+    /// Counts the words of a tool being indexed.
+    pub fn add(&mut self, analyzed: &AnalyzedTool) {
+        self.adjust(&entries(analyzed), true);
     }
 
-    /// Uncounts the words of a tool being removed.
-    pub fn remove(&mut self, terms: &SlotTerms) {
-        self.adjust(terms, false);
+    /// Uncounts the words of a tool being removed (analysed again: the same text gives the same
+    /// numbers). Returns how many (word, field, form) it held: its entries in the inverted index.
+    pub fn remove(&mut self, analyzed: &AnalyzedTool) -> usize {
+        let entries = entries(analyzed);
+        self.adjust(&entries, false);
+        entries
+            .iter()
+            .map(|&e| (e & ((1 << FORM_BITS) - 1)).count_ones() as usize)
+            .sum()
     }
 
-    fn adjust(&mut self, terms: &SlotTerms, add: bool) {
-        for &entry in terms.entries() {
+    fn adjust(&mut self, entries: &[u32], add: bool) {
+        for &entry in entries {
             let (id, field, forms) = decode(entry);
             let counts = &mut self.counts[id as usize];
             for (flag, raw) in [(STEM, false), (RAW, true)] {
@@ -257,56 +241,86 @@ fn decode(entry: u32) -> (u32, Field, u32) {
     (entry >> ID_SHIFT, field, entry & ((1 << FORM_BITS) - 1))
 }
 
-/// One tool's words: the stems of its name's content words in order, then one entry per
-/// (word, field) with the forms it occurs in, sorted.
-#[derive(Default)]
-pub struct SlotTerms(Box<[u32]>);
+/// A tool's words: one entry per (word, field) with the forms it occurs in, sorted.
+fn entries(analyzed: &AnalyzedTool) -> Vec<u32> {
+    let mut entries = Vec::new();
+    for field in Field::ALL {
+        let field_bits = (field as u32) << FORM_BITS;
+        for token in &analyzed.fields[field as usize] {
+            entries.push(token.stem << ID_SHIFT | field_bits | STEM);
+            entries.push(token.raw << ID_SHIFT | field_bits | RAW);
+        }
+    }
+    entries.sort_unstable();
+    // One entry per (word, field), its form flags merged.
+    entries.dedup_by(|next, kept| {
+        let same = *next >> FORM_BITS == *kept >> FORM_BITS;
+        if same {
+            *kept |= *next;
+        }
+        same
+    });
+    entries
+}
 
-impl SlotTerms {
+impl AnalyzedTool {
     /// The stems of the name's words, stopwords and bare numbers left out, repeats kept.
     pub fn name_words(&self) -> &[u32] {
-        match self.0.split_first() {
-            Some((&len, rest)) => &rest[..len as usize],
-            None => &[],
+        &self.name_words
+    }
+}
+
+/// Every slot's name words ([`AnalyzedTool::name_words`]) in one vector: a boxed list per slot
+/// cost more in pointers and allocator headers than the words themselves. A removed slot's words
+/// stay until [`NameWords::compact`].
+#[derive(Default)]
+pub struct NameWords {
+    words: Vec<u32>,
+    /// Where each slot's words end in `words`; they start where the slot before ends.
+    ends: Vec<u32>,
+    /// Words of removed slots still in `words`.
+    dead: usize,
+}
+
+impl NameWords {
+    /// Appends the words of the next slot.
+    pub fn push(&mut self, words: &[u32]) {
+        self.words.extend_from_slice(words);
+        self.ends
+            .push(u32::try_from(self.words.len()).unwrap_or(u32::MAX));
+    }
+
+    /// The words of `slot` (a removed slot's until the next compaction).
+    pub fn get(&self, slot: u32) -> &[u32] {
+        let slot = slot as usize;
+        let Some(&end) = self.ends.get(slot) else {
+            return &[];
+        };
+        let start = if slot == 0 { 0 } else { self.ends[slot - 1] };
+        self.words.get(start as usize..end as usize).unwrap_or(&[])
+    }
+
+    /// Notes that `slot` was removed.
+    pub fn note_removed(&mut self, slot: u32) {
+        self.dead += self.get(slot).len();
+    }
+
+    /// Drops the words of every slot `alive` refuses, once they are at least half the words.
+    pub fn compact(&mut self, alive: impl Fn(u32) -> bool) {
+        if self.dead == 0 || self.dead * 2 < self.words.len() {
+            return;
         }
-    }
-
-    fn entries(&self) -> &[u32] {
-        match self.0.split_first() {
-            Some((&len, rest)) => &rest[len as usize..],
-            None => &[],
-        }
-    }
-
-    /// How many (word, field, form) the tool holds: its entries in the inverted index.
-    pub fn posting_count(&self) -> usize {
-        self.entries()
-            .iter()
-            .map(|&e| (e & ((1 << FORM_BITS) - 1)).count_ones() as usize)
-            .sum()
-    }
-
-    /// The fields (bit `1 << field`) where the tool holds word `id` in one of the forms of `forms`.
-    pub fn fields_holding(&self, id: u32, forms: u32) -> u8 {
-        let entries = self.entries();
-        let start = entries.partition_point(|e| e >> ID_SHIFT < id);
-        let mut fields = 0u8;
-        for &entry in entries[start..].iter().take_while(|e| *e >> ID_SHIFT == id) {
-            if entry & forms != 0 {
-                fields |= 1 << ((entry >> FORM_BITS) & ((1 << FIELD_BITS) - 1));
+        let mut words = Vec::with_capacity(self.words.len() - self.dead);
+        let mut start = 0;
+        for (slot, end) in self.ends.iter_mut().enumerate() {
+            if alive(slot as u32) {
+                words.extend_from_slice(self.words.get(start..*end as usize).unwrap_or(&[]));
             }
+            start = *end as usize;
+            *end = u32::try_from(words.len()).unwrap_or(u32::MAX);
         }
-        fields
-    }
-
-    /// Whether the tool holds word `id` in `field` in one of the forms of `forms` (`STEM`, `RAW`).
-    #[cfg(test)]
-    pub fn holds(&self, id: u32, field: Field, forms: u32) -> bool {
-        let key = id << FIELD_BITS | field as u32;
-        let entries = self.entries();
-        entries
-            .binary_search_by(|e| (e >> FORM_BITS).cmp(&key))
-            .is_ok_and(|i| entries[i] & forms != 0)
+        self.words = words;
+        self.dead = 0;
     }
 }
 
@@ -316,9 +330,10 @@ mod tests {
     use crate::analyzer::Token;
     use serde_json::json;
 
-    fn add(vocabulary: &mut Vocabulary, tool: &Tool) -> SlotTerms {
+    fn add(vocabulary: &mut Vocabulary, tool: &Tool) -> AnalyzedTool {
         let analyzed = vocabulary.analyze(&Analyzer::new(), tool).unwrap();
-        vocabulary.add(&analyzed)
+        vocabulary.add(&analyzed);
+        analyzed
     }
 
     /// What the analyzer makes of the values of one field, positions offset per value.
@@ -388,25 +403,52 @@ mod tests {
     }
 
     #[test]
-    fn a_tool_holds_its_words_in_their_fields_and_forms() {
+    fn a_tool_counts_its_words_once_per_field_and_form() {
         let tool = Tool::new("get_documents", "Lists the files").with_server("drive");
         let mut vocabulary = Vocabulary::default();
-        let terms = add(&mut vocabulary, &tool);
-        let id = |w: &str| vocabulary.id(w).unwrap();
-        assert!(terms.holds(id("document"), Field::Name, STEM));
-        assert!(!terms.holds(id("document"), Field::Name, RAW));
-        assert!(terms.holds(id("documents"), Field::Name, RAW));
-        assert!(terms.holds(id("file"), Field::Description, STEM));
-        assert!(!terms.holds(id("file"), Field::Name, STEM | RAW));
-        assert!(terms.holds(id("drive"), Field::Server, STEM | RAW));
-        assert_eq!(
-            terms.fields_holding(id("document"), STEM | RAW),
-            1 << Field::Name as u8
-        );
-        assert_eq!(terms.fields_holding(id("document"), RAW), 0);
+        let analyzed = add(&mut vocabulary, &tool);
+        assert!(vocabulary.contains("document", Field::Name, false));
+        assert!(!vocabulary.contains("document", Field::Name, true));
+        assert!(vocabulary.contains("documents", Field::Name, true));
+        assert!(vocabulary.contains("file", Field::Description, false));
+        assert!(!vocabulary.contains("file", Field::Name, false));
+        assert!(vocabulary.contains("drive", Field::Server, true));
         // "the" is a stopword: descriptions drop it, and name coverage ignores it.
         assert_eq!(vocabulary.id("the"), None);
-        assert_eq!(terms.name_words(), &[id("get"), id("document")]);
+        let id = |w: &str| vocabulary.id(w).unwrap();
+        assert_eq!(analyzed.name_words(), &[id("get"), id("document")]);
+        // Its entries in the index, the server's left out: in the name "get" (stem and written),
+        // "document" (stem), "documents" (written); in the description "list", "lists", "file",
+        // "files". Every (word, field, form) once.
+        let mut again = vocabulary.analyze(&Analyzer::new(), &tool).unwrap();
+        again.fields[Field::Server as usize].clear();
+        let without_server = vocabulary.remove(&again);
+        assert_eq!(without_server, 8);
+        assert!(vocabulary.contains("drive", Field::Server, true));
+        assert!(!vocabulary.contains("documents", Field::Name, true));
+    }
+
+    #[test]
+    fn name_words_of_removed_slots_go_once_they_are_half() {
+        let mut names = NameWords::default();
+        names.push(&[1, 2]);
+        names.push(&[]);
+        names.push(&[3, 4, 5]);
+        assert_eq!(names.get(0), &[1, 2]);
+        assert_eq!(names.get(1), &[] as &[u32]);
+        assert_eq!(names.get(2), &[3, 4, 5]);
+        assert_eq!(names.get(3), &[] as &[u32]);
+        names.note_removed(0);
+        names.compact(|slot| slot != 0);
+        // Two of five words dead: kept until they are half.
+        assert_eq!(names.words.len(), 5);
+        names.push(&[6]);
+        names.note_removed(2);
+        names.compact(|slot| slot == 3);
+        assert_eq!(names.words, [6]);
+        assert_eq!(names.get(0), &[] as &[u32]);
+        assert_eq!(names.get(2), &[] as &[u32]);
+        assert_eq!(names.get(3), &[6]);
     }
 
     #[test]
@@ -414,9 +456,9 @@ mod tests {
         let a = Tool::new("send_mail", "Sends mail");
         let b = Tool::new("read_mail", "Reads mail");
         let mut vocabulary = Vocabulary::default();
-        let terms_a = add(&mut vocabulary, &a);
-        let _terms_b = add(&mut vocabulary, &b);
-        vocabulary.remove(&terms_a);
+        let analyzed_a = add(&mut vocabulary, &a);
+        add(&mut vocabulary, &b);
+        vocabulary.remove(&analyzed_a);
         assert!(!vocabulary.contains("send", Field::Name, false));
         assert!(vocabulary.contains("mail", Field::Name, false));
         assert!(vocabulary.contains("read", Field::Name, true));
