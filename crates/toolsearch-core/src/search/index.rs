@@ -105,20 +105,25 @@ pub struct ToolIndex {
 
 const NO_SERVER: u32 = u32::MAX;
 
+/// Slot numbers stay under this: [`NameIndex`] flags its values with the bit above.
+const MAX_SLOTS: u32 = MANY;
+
 /// Slots by tool name, case-insensitive. Keyed by a hash of the lowercased name, not the name:
 /// the tools hold their names already, and a second copy of every name with a vector of slots
 /// took more memory than tantivy's whole index. Callers compare the names of the slots found, so
 /// two names sharing a hash cost a comparison, never a wrong answer.
 #[derive(Default)]
 struct NameIndex {
-    slots: FxHashMap<u64, NameSlots>,
+    /// A name's one slot, or, with [`MANY`] set, where its slots are in `many`: nearly every
+    /// name is on one server only, and a 4-byte value keeps the table at 16 bytes an entry.
+    slots: FxHashMap<u64, u32>,
+    many: Vec<Vec<u32>>,
+    /// Places in `many` no name uses, to reuse.
+    free: Vec<u32>,
 }
 
-/// Nearly every name is on one server only; only names on several need a vector.
-enum NameSlots {
-    One(u32),
-    Many(Vec<u32>),
-}
+/// See [`NameIndex::slots`]; slots stay under it ([`MAX_SLOTS`]).
+const MANY: u32 = 1 << 31;
 
 impl NameIndex {
     fn key(name: &str) -> u64 {
@@ -132,38 +137,61 @@ impl NameIndex {
     fn insert(&mut self, name: &str, slot: u32) {
         match self.slots.entry(Self::key(name)) {
             Entry::Vacant(e) => {
-                e.insert(NameSlots::One(slot));
+                e.insert(slot);
             }
-            Entry::Occupied(mut e) => match e.get_mut() {
-                NameSlots::One(first) => {
-                    let first = *first;
-                    e.insert(NameSlots::Many(vec![first, slot]));
+            Entry::Occupied(mut e) => {
+                let held = *e.get();
+                if held & MANY != 0 {
+                    self.many[(held & !MANY) as usize].push(slot);
+                } else {
+                    let place = match self.free.pop() {
+                        Some(place) => {
+                            self.many[place as usize] = vec![held, slot];
+                            place
+                        }
+                        None => {
+                            self.many.push(vec![held, slot]);
+                            (self.many.len() - 1) as u32
+                        }
+                    };
+                    e.insert(MANY | place);
                 }
-                NameSlots::Many(all) => all.push(slot),
-            },
+            }
         }
     }
 
     fn remove(&mut self, name: &str, slot: u32) {
-        let key = Self::key(name);
-        let now_empty = match self.slots.get_mut(&key) {
-            Some(NameSlots::One(only)) => *only == slot,
-            Some(NameSlots::Many(all)) => {
-                all.retain(|&s| s != slot);
-                all.is_empty()
-            }
-            None => false,
+        let Entry::Occupied(mut e) = self.slots.entry(Self::key(name)) else {
+            return;
         };
-        if now_empty {
-            self.slots.remove(&key);
+        let held = *e.get();
+        if held & MANY == 0 {
+            if held == slot {
+                e.remove();
+            }
+            return;
         }
+        let place = held & !MANY;
+        let all = &mut self.many[place as usize];
+        all.retain(|&s| s != slot);
+        match all[..] {
+            [] => {
+                e.remove();
+            }
+            [one] => {
+                e.insert(one);
+            }
+            _ => return,
+        }
+        self.many[place as usize] = Vec::new();
+        self.free.push(place);
     }
 
     /// Slots whose name may be `name` (same hash).
     fn get(&self, name: &str) -> &[u32] {
         match self.slots.get(&Self::key(name)) {
-            Some(NameSlots::One(slot)) => std::slice::from_ref(slot),
-            Some(NameSlots::Many(all)) => all,
+            Some(&held) if held & MANY != 0 => &self.many[(held & !MANY) as usize],
+            Some(slot) => std::slice::from_ref(slot),
             None => &[],
         }
     }
@@ -306,7 +334,13 @@ impl ToolIndex {
 
     fn stage_tool(&mut self, tool: Arc<Tool>) -> Result<()> {
         let slot = u32::try_from(self.slots.len())
-            .map_err(|_| Error::Index("more than 4 billion tool slots".into()))?;
+            .ok()
+            .filter(|&slot| slot < MAX_SLOTS)
+            .ok_or_else(|| {
+                Error::Index(format!(
+                    "more than {MAX_SLOTS} tools added over the engine's life; build a new engine"
+                ))
+            })?;
         let analyzed = self.vocabulary.analyze(&self.analyzer, &tool)?;
         self.vocabulary.add(&analyzed);
         self.postings.add(slot, &analyzed);
@@ -585,6 +619,27 @@ mod name_index_tests {
         names.remove("Send_Mail", 7);
         assert!(names.get("send_mail").is_empty());
         assert_eq!(names.get("read_mail"), &[3]);
+        // A slot the name does not have is no change.
+        names.remove("read_mail", 4);
+        assert_eq!(names.get("read_mail"), &[3]);
+        // Names on several servers again: the room the first such name left is reused.
+        for slot in [9, 10, 11] {
+            names.insert("send_mail", slot);
+        }
+        names.insert("READ_MAIL", 12);
+        assert_eq!(names.many.len(), 2);
+        names.remove("send_mail", 10);
+        assert_eq!(names.get("send_mail"), &[9, 11]);
+        assert_eq!(names.get("read_mail"), &[3, 12]);
+        names.remove("read_mail", 3);
+        names.remove("send_mail", 9);
+        names.remove("send_mail", 11);
+        assert!(names.get("send_mail").is_empty());
+        assert_eq!(names.get("read_mail"), &[12]);
+        names.insert("list_mail", 13);
+        names.insert("list_mail", 14);
+        assert_eq!(names.get("list_mail"), &[13, 14]);
+        assert_eq!(names.many.len(), 2);
     }
 
     #[test]
