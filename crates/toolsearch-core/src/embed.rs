@@ -61,6 +61,11 @@ pub trait Embedder: Send + Sync {
     fn query_model_id(&self) -> &str {
         self.model_id()
     }
+
+    /// Says that no text is expected for a while (a gateway's catalog has its vectors): an
+    /// implementation may free what only [`Embedder::embed`] needs, and load it again when next
+    /// asked. Queries must still be answered. The default keeps everything.
+    fn idle(&self) {}
 }
 
 /// `query` through [`Embedder::embed`], as one text: what [`Embedder::embed_query`] does by

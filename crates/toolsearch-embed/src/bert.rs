@@ -10,6 +10,7 @@ use crate::quantized::QuantizedEncoder;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 use tokenizers::{Tokenizer, TruncationParams};
 use toolsearch_core::embed::{embed_as_text, normalize, EmbedError, Embedder};
 
@@ -31,7 +32,14 @@ const QUERY_RECIPE: &str = "query-dense-int8";
 /// A loaded model. Shared by `&self` between threads; each call runs on the caller's thread
 /// (candle's matrix products use the rayon pool).
 pub struct BertEmbedder {
-    model: Encoder,
+    /// The f32 encoder that embeds texts (tools). Where queries have their own encoder, it is
+    /// read from the model's file when texts first come, let go while none do
+    /// ([`Embedder::idle`]: 40 MB of dense layers for the default model), and read again when
+    /// they do.
+    texts: Mutex<Option<Arc<Encoder>>>,
+    config: Config,
+    /// The sha256 of `model.safetensors` as first loaded: the file read again must be the same.
+    weights_hash: [u8; 32],
     /// The same model with its dense layers in bytes, for a lone query, where the CPU has a
     /// byte multiply-add; `None` embeds queries as texts.
     query_model: Option<QuantizedEncoder>,
@@ -121,10 +129,11 @@ impl BertEmbedder {
         let config_bytes = read(dir, "config.json")?;
         let tokenizer_bytes = read(dir, "tokenizer.json")?;
         let weights = read(dir, "model.safetensors")?;
+        let weights_hash = sha256(&weights);
         let identity = identity_from(&[
             sha256(&config_bytes),
             sha256(&tokenizer_bytes),
-            sha256(&weights),
+            weights_hash,
         ]);
 
         let config_path = dir.join("config.json");
@@ -166,13 +175,21 @@ impl BertEmbedder {
         };
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
             .map_err(weights_error)?;
-        let model = Encoder::load(vb.clone(), &config).map_err(weights_error)?;
-        let query_model = QuantizedEncoder::load(
-            model_root(vb, &config),
-            &config,
-            model.word_embeddings().clone(),
-        )
-        .map_err(weights_error)?;
+        let words = model_root(vb.clone(), &config)
+            .pp("embeddings.word_embeddings")
+            .get((config.vocab_size, config.hidden_size), "weight")
+            .map_err(weights_error)?;
+        let query_model =
+            QuantizedEncoder::load(model_root(vb.clone(), &config), &config, words.clone())
+                .map_err(weights_error)?;
+        // Queries need the f32 encoder only where the CPU has no byte multiply-add; texts read it
+        // when they first come (a catalog whose vectors are all cached never does).
+        let texts = match query_model {
+            Some(_) => None,
+            None => Some(Arc::new(
+                Encoder::load(vb, &config, Some(words)).map_err(weights_error)?,
+            )),
+        };
         let query_identity = match query_model {
             Some(_) => format!("{identity}/{QUERY_RECIPE}"),
             None => identity.clone(),
@@ -182,12 +199,14 @@ impl BertEmbedder {
             .map_or("f32 products", QuantizedEncoder::products);
         tracing::debug!(dir = %dir.display(), %identity, dims = config.hidden_size, queries_by, "embedding model loaded");
         Ok(Self {
-            model,
+            texts: Mutex::new(texts),
+            dims: config.hidden_size,
+            config,
+            weights_hash,
             query_model,
             query_identity,
             tokenizer,
             device,
-            dims: config.hidden_size,
             max_tokens,
             identity,
             dir: dir.to_path_buf(),
@@ -218,8 +237,49 @@ impl BertEmbedder {
         EmbedError::model(&self.identity, message)
     }
 
+    /// Whether the encoder that embeds texts is in memory (see [`Embedder::idle`]).
+    pub fn holds_text_encoder(&self) -> bool {
+        self.texts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .is_some()
+    }
+
+    /// The encoder that embeds texts, read from the model's file if it is not in memory. The
+    /// file must be the one first loaded: other weights would give vectors that do not match
+    /// those already made under this model's identity.
+    fn text_encoder(&self) -> Result<Arc<Encoder>, EmbedError> {
+        let mut held = self.texts.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(encoder) = &*held {
+            return Ok(encoder.clone());
+        }
+        let path = self.dir.join("model.safetensors");
+        let weights = std::fs::read(&path)
+            .map_err(|e| self.model_error(format!("reading {}: {e}", path.display())))?;
+        if sha256(&weights) != self.weights_hash {
+            return Err(self.model_error(format!(
+                "{} changed since the model was loaded; restart to use the new files",
+                path.display()
+            )));
+        }
+        let encoder = (|| {
+            let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &self.device)?;
+            let words = self.query_model.as_ref().map(|q| q.words().clone());
+            Encoder::load(vb, &self.config, words)
+        })()
+        .map_err(|e| self.model_error(format!("reading {}: {e}", path.display())))?;
+        let encoder = Arc::new(encoder);
+        *held = Some(encoder.clone());
+        tracing::debug!(dir = %self.dir.display(), "the encoder for texts is read");
+        Ok(encoder)
+    }
+
     /// Runs one batch of token-id sequences (unpadded) and returns their pooled vectors.
-    fn run_batch(&self, sequences: &[&[u32]]) -> Result<Vec<Vec<f32>>, EmbedError> {
+    fn run_batch(
+        &self,
+        encoder: &Encoder,
+        sequences: &[&[u32]],
+    ) -> Result<Vec<Vec<f32>>, EmbedError> {
         let longest = sequences.iter().map(|s| s.len()).max().unwrap_or(0);
         if longest == 0 {
             return Ok(vec![vec![0.0; self.dims]; sequences.len()]);
@@ -237,7 +297,7 @@ impl BertEmbedder {
             let ids = Tensor::from_vec(ids, shape, &self.device)?;
             let mask = Tensor::from_vec(mask, shape, &self.device)?;
             let types = ids.zeros_like()?;
-            let hidden = self.model.forward(&ids, &types, &mask)?;
+            let hidden = encoder.forward(&ids, &types, &mask)?;
             // Mean over the real tokens only: padded positions are masked out of the sum and the
             // count.
             let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
@@ -267,9 +327,10 @@ impl BertEmbedder {
         batches: &[&[usize]],
         sequences: &[&[u32]],
     ) -> Result<Vec<Vec<Vec<f32>>>, EmbedError> {
+        let encoder = self.text_encoder()?;
         let run = |batch: &[usize]| {
             let batch: Vec<&[u32]> = batch.iter().map(|&i| sequences[i]).collect();
-            self.run_batch(&batch)
+            self.run_batch(&encoder, &batch)
         };
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let workers = cores.clamp(1, batches.len().max(1));
@@ -355,6 +416,16 @@ impl Embedder for BertEmbedder {
 
     fn query_model_id(&self) -> &str {
         &self.query_identity
+    }
+
+    /// Lets the f32 encoder go when queries have their own; the next texts read it again.
+    fn idle(&self) {
+        if self.query_model.is_some() {
+            self.texts
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .take();
+        }
     }
 
     /// Tokenizes all texts, then runs them in batches of similar length (sorted by token count,

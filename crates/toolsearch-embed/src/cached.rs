@@ -54,6 +54,10 @@ impl Embedder for CachedEmbedder {
         self.inner.model_id()
     }
 
+    fn idle(&self) {
+        self.inner.idle();
+    }
+
     fn dimensions(&self) -> usize {
         self.inner.dimensions()
     }

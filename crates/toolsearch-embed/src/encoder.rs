@@ -45,19 +45,15 @@ pub(crate) struct Encoder {
 }
 
 impl Encoder {
-    /// Reads the weights under the model's root ([`model_root`]).
-    pub(crate) fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
+    /// Reads the weights under the model's root ([`model_root`]); the word embeddings are
+    /// `words` when given (shared with another encoder of the same model, not read again).
+    pub(crate) fn load(vb: VarBuilder, config: &Config, words: Option<Tensor>) -> Result<Self> {
         let vb = model_root(vb, config);
-        let embeddings = Embeddings::load(vb.pp("embeddings"), config)?;
+        let embeddings = Embeddings::load(vb.pp("embeddings"), config, words)?;
         let layers = (0..config.num_hidden_layers)
             .map(|i| Layer::load(vb.pp(format!("encoder.layer.{i}")), config))
             .collect::<Result<Vec<_>>>()?;
         Ok(Self { embeddings, layers })
-    }
-
-    /// The word embeddings (vocabulary × hidden size), to share rather than load twice.
-    pub(crate) fn word_embeddings(&self) -> &Tensor {
-        self.embeddings.words.embeddings()
     }
 
     /// `ids`, `types` and `mask` are (batch, tokens); the mask is 1 for a token, 0 for padding.
@@ -98,13 +94,17 @@ struct Embeddings {
 }
 
 impl Embeddings {
-    fn load(vb: VarBuilder, config: &Config) -> Result<Self> {
-        Ok(Self {
-            words: embedding(
+    fn load(vb: VarBuilder, config: &Config, words: Option<Tensor>) -> Result<Self> {
+        let words = match words {
+            Some(words) => Embedding::new(words, config.hidden_size),
+            None => embedding(
                 config.vocab_size,
                 config.hidden_size,
                 vb.pp("word_embeddings"),
             )?,
+        };
+        Ok(Self {
+            words,
             positions: embedding(
                 config.max_position_embeddings,
                 config.hidden_size,
@@ -305,7 +305,7 @@ mod tests {
         assert_eq!(config.hidden_size, candles.hidden_size);
         assert_eq!(config.num_hidden_layers, candles.num_hidden_layers);
         assert_eq!(config.layer_norm_eps, candles.layer_norm_eps);
-        let ours = Encoder::load(vb.clone(), &config).unwrap();
+        let ours = Encoder::load(vb.clone(), &config, None).unwrap();
         let candle = candle_transformers::models::bert::BertModel::load(vb, &candles).unwrap();
         // Two texts of 9 and 5 tokens, the second padded: the mask must hide its padding.
         let ids = [

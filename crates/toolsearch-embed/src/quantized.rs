@@ -866,6 +866,11 @@ impl QuantizedEncoder {
         }
     }
 
+    /// The word embeddings (vocabulary × hidden size), shared with the f32 encoder.
+    pub(crate) fn words(&self) -> &Tensor {
+        &self.words
+    }
+
     /// Whether a long text's products are split between two cores ([`Kernel::splits`]), so
     /// that [`Self::pooled`] is best run inside the rayon pool.
     pub(crate) fn splits_products(&self) -> bool {

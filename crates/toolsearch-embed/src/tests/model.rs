@@ -181,3 +181,55 @@ fn a_query_embeds_close_to_the_same_text_and_is_named_apart_when_computed_in_byt
         }
     }
 }
+
+/// Where queries have their own encoder, a model reads its text encoder when texts first come,
+/// lets it go when told it is idle, answers queries meanwhile, and reads it again for the next
+/// texts: the same vectors as before. Weights changed on disk in the meantime are refused, not
+/// mixed with the vectors already made.
+#[test]
+fn an_idle_model_reads_its_text_encoder_again_from_the_same_file() {
+    let Some(installed) =
+        peers::model_or_skip("an_idle_model_reads_its_text_encoder_again_from_the_same_file")
+    else {
+        return;
+    };
+    // A model of its own, in a folder of its own: other tests share theirs.
+    let root = tempfile::tempdir().unwrap();
+    for file in ["config.json", "tokenizer.json", "model.safetensors"] {
+        std::fs::copy(installed.join(file), root.path().join(file)).unwrap();
+    }
+    let model = BertEmbedder::load(root.path()).expect("loads");
+    let has_query_encoder = model.query_model_id() != model.model_id();
+    assert_eq!(model.holds_text_encoder(), !has_query_encoder);
+    let texts = ["Create an issue in a repository", "Read a file from disk"];
+    let before = model.embed(&texts).expect("embeds");
+    let query = model
+        .embed_query("open a bug report")
+        .expect("embeds a query");
+    assert!(model.holds_text_encoder());
+    model.idle();
+    assert_eq!(model.holds_text_encoder(), !has_query_encoder);
+    assert_eq!(
+        model
+            .embed_query("open a bug report")
+            .expect("embeds a query"),
+        query
+    );
+    assert_eq!(model.embed(&texts).expect("embeds again"), before);
+    assert!(model.holds_text_encoder());
+
+    model.idle();
+    let weights = root.path().join("model.safetensors");
+    let mut bytes = std::fs::read(&weights).unwrap();
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&weights, bytes).unwrap();
+    match model.embed(&texts) {
+        Err(error) if has_query_encoder => {
+            assert!(error.to_string().contains("changed since"), "{error}");
+        }
+        // Without a query encoder the text encoder stays, and the file is not read again.
+        Ok(again) if !has_query_encoder => assert_eq!(again, before),
+        other => panic!("{:?}", other.map(|v| v.len())),
+    }
+}
