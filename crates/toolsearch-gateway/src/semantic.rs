@@ -213,6 +213,10 @@ fn run(
             &mut announced,
         );
         drop(semantic);
+        // Every tool has its vector: until a server's tools change, only queries run the model,
+        // so what only tools need (the f32 encoder, about 40 MB) goes back to the system.
+        model.idle();
+        crate::memory::release_freed_memory();
         // Sleeps until a server's tools change; ends when the gateway is gone.
         if wake.recv().is_err() {
             return;
