@@ -2,11 +2,12 @@
 //! tokens (no padding, at most [`MAX_TOKENS`]), the encoder, mean pooling over the attention mask,
 //! L2 normalisation.
 
-use crate::encoder::{model_root, Config, Encoder};
+use crate::encoder::{model_root, root_prefix, Config, Encoder};
 use crate::error::ModelError;
 use crate::hash::{copy_hashed, hex, sha256};
 use crate::location::MODEL_FILES;
 use crate::quantized::QuantizedEncoder;
+use crate::weights;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use std::path::{Path, PathBuf};
@@ -38,6 +39,8 @@ pub struct BertEmbedder {
     /// they do.
     texts: Mutex<Option<Arc<Encoder>>>,
     config: Config,
+    /// Where the model's weights are in `model.safetensors` (`bert.`, ...; none at the root).
+    root: Option<String>,
     /// The sha256 of `model.safetensors` as first loaded: the file read again must be the same.
     weights_hash: [u8; 32],
     /// The same model with its dense layers in bytes, for a lone query, where the CPU has a
@@ -175,6 +178,7 @@ impl BertEmbedder {
         };
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
             .map_err(weights_error)?;
+        let root = root_prefix(&vb, &config);
         let words = model_root(vb.clone(), &config)
             .pp("embeddings.word_embeddings")
             .get((config.vocab_size, config.hidden_size), "weight")
@@ -202,6 +206,7 @@ impl BertEmbedder {
             texts: Mutex::new(texts),
             dims: config.hidden_size,
             config,
+            root,
             weights_hash,
             query_model,
             query_identity,
@@ -254,20 +259,26 @@ impl BertEmbedder {
             return Ok(encoder.clone());
         }
         let path = self.dir.join("model.safetensors");
-        let weights = std::fs::read(&path)
-            .map_err(|e| self.model_error(format!("reading {}: {e}", path.display())))?;
-        if sha256(&weights) != self.weights_hash {
+        // Every tensor but the word embeddings, which the byte encoder holds already; the file
+        // is hashed in the same pass that reads them.
+        let shared = |name: &str| name.ends_with("embeddings.word_embeddings.weight");
+        let words = self.query_model.as_ref().map(|q| q.words().clone());
+        let (hash, tensors) =
+            weights::read_tensors(&path, |name| words.is_none() || !shared(name), &self.device)
+                .map_err(|e| self.model_error(format!("reading {}: {e}", path.display())))?;
+        if hash != self.weights_hash {
             return Err(self.model_error(format!(
                 "{} changed since the model was loaded; restart to use the new files",
                 path.display()
             )));
         }
-        let encoder = (|| {
-            let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &self.device)?;
-            let words = self.query_model.as_ref().map(|q| q.words().clone());
-            Encoder::load(vb, &self.config, words)
-        })()
-        .map_err(|e| self.model_error(format!("reading {}: {e}", path.display())))?;
+        let vb = VarBuilder::from_tensors(tensors, DType::F32, &self.device);
+        let vb = match &self.root {
+            Some(prefix) => vb.pp(prefix),
+            None => vb,
+        };
+        let encoder = Encoder::load_rooted(vb, &self.config, words)
+            .map_err(|e| self.model_error(format!("reading {}: {e}", path.display())))?;
         let encoder = Arc::new(encoder);
         *held = Some(encoder.clone());
         tracing::debug!(dir = %self.dir.display(), "the encoder for texts is read");

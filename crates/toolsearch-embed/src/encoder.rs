@@ -48,7 +48,15 @@ impl Encoder {
     /// Reads the weights under the model's root ([`model_root`]); the word embeddings are
     /// `words` when given (shared with another encoder of the same model, not read again).
     pub(crate) fn load(vb: VarBuilder, config: &Config, words: Option<Tensor>) -> Result<Self> {
-        let vb = model_root(vb, config);
+        Self::load_rooted(model_root(vb, config), config, words)
+    }
+
+    /// As [`Encoder::load`], from weights already under the model's root.
+    pub(crate) fn load_rooted(
+        vb: VarBuilder,
+        config: &Config,
+        words: Option<Tensor>,
+    ) -> Result<Self> {
         let embeddings = Embeddings::load(vb.pp("embeddings"), config, words)?;
         let layers = (0..config.num_hidden_layers)
             .map(|i| Layer::load(vb.pp(format!("encoder.layer.{i}")), config))
@@ -72,18 +80,21 @@ impl Encoder {
 
 /// The weights under `bert.`, `<model_type>.` or the root, as candle's BERT reads them.
 pub(crate) fn model_root<'a>(vb: VarBuilder<'a>, config: &Config) -> VarBuilder<'a> {
-    if vb.contains_tensor("bert.embeddings.word_embeddings.weight") {
-        vb.pp("bert")
-    } else {
-        match &config.model_type {
-            Some(prefix)
-                if vb.contains_tensor(&format!("{prefix}.embeddings.word_embeddings.weight")) =>
-            {
-                vb.pp(prefix)
-            }
-            _ => vb,
-        }
+    match root_prefix(&vb, config) {
+        Some(prefix) => vb.pp(prefix),
+        None => vb,
     }
+}
+
+/// The prefix of the model's weights, `bert` or `<model_type>`, or none (at the root).
+pub(crate) fn root_prefix(vb: &VarBuilder, config: &Config) -> Option<String> {
+    if vb.contains_tensor("bert.embeddings.word_embeddings.weight") {
+        return Some("bert".into());
+    }
+    config
+        .model_type
+        .clone()
+        .filter(|prefix| vb.contains_tensor(&format!("{prefix}.embeddings.word_embeddings.weight")))
 }
 
 struct Embeddings {

@@ -21,6 +21,7 @@ mod fetch;
 mod hash;
 mod location;
 mod quantized;
+mod weights;
 
 // The tests name the crate as a user does.
 #[cfg(test)]
