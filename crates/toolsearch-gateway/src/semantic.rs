@@ -213,10 +213,13 @@ fn run(
             &mut announced,
         );
         drop(semantic);
-        // Every tool has its vector: until a server's tools change, only queries run the model,
-        // so what only tools need (the f32 encoder, about 40 MB) goes back to the system.
-        model.idle();
-        crate::memory::release_freed_memory();
+        // Once the catalog is whole and every tool has its vector, only queries run the model
+        // until a server's tools change, so what only tools need (the f32 encoder, about 40 MB)
+        // goes back to the system. Not before: servers still starting would each read it again.
+        if announced.done {
+            model.idle();
+            crate::memory::release_freed_memory();
+        }
         // Sleeps until a server's tools change; ends when the gateway is gone.
         if wake.recv().is_err() {
             return;
