@@ -153,7 +153,7 @@ fn scripted_model(step: usize, tools: &Value, last_result: Option<&Value>) -> Tu
 
 /// The executor: where a real agent would call the tool's server.
 fn execute(tool: &Tool, arguments: Value) -> Value {
-    match tool.name.as_str() {
+    match tool.name() {
         "get_weather" => json!({
             "city": arguments["city"],
             "temperature": 21,
@@ -200,11 +200,7 @@ fn main() -> Result<(), toolsearch_core::Error> {
             .mode(engine.default_mode())
             .limit(2),
     )?;
-    let names: Vec<&str> = found
-        .tools
-        .iter()
-        .map(|hit| hit.tool.name.as_str())
-        .collect();
+    let names: Vec<&str> = found.tools.iter().map(|hit| hit.tool.name()).collect();
     println!(
         "{} search for {request:?}: {names:?}\n",
         found.mode.as_str()

@@ -85,7 +85,7 @@ fn accepted(config: &GatewayConfig) {
             .map(|name| Tool::new(name.as_str(), "a tool").with_category("misc"))
             .collect();
         let kept = policy.apply(server, tools);
-        assert!(kept.iter().all(|t| t.server == server));
+        assert!(kept.iter().all(|t| t.server() == server));
         let _ = policy.categories(kept.iter());
     }
 

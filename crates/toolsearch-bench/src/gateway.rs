@@ -290,7 +290,7 @@ fn catalog(args: &GatewayBenchArgs) -> Result<Vec<Tool>> {
     };
     // One upstream serves them all: a name listed by several servers is kept once.
     let mut seen = HashSet::new();
-    tools.retain(|t| t.name != ECHO && seen.insert(t.name.clone()));
+    tools.retain(|t| t.name() != ECHO && seen.insert(t.name().to_owned()));
     if tools.is_empty() {
         return Err(BadInput("the catalog has no tools to serve".into()).into());
     }
@@ -865,12 +865,12 @@ impl ServerHandler for Upstream {
 
 fn mcp_tool(tool: &Tool) -> Result<toolsearch_gateway::rmcp::model::Tool> {
     let wire = json!({
-        "name": tool.name,
-        "description": tool.description,
-        "inputSchema": tool.input_schema,
+        "name": tool.name(),
+        "description": tool.description(),
+        "inputSchema": tool.input_schema(),
     });
     serde_json::from_value(wire)
-        .with_context(|| format!("tool `{}` is not a valid MCP tool", tool.name))
+        .with_context(|| format!("tool `{}` is not a valid MCP tool", tool.name()))
 }
 
 /// Serves the upstream on 127.0.0.1 with the gateway's own listener, until `shutdown`.
@@ -1244,7 +1244,7 @@ mod tests {
         };
         let tools = catalog(&args).unwrap();
         assert_eq!(tools.len(), 6);
-        assert_eq!(tools.iter().filter(|t| t.name == ECHO).count(), 1);
+        assert_eq!(tools.iter().filter(|t| t.name() == ECHO).count(), 1);
         for tool in &tools {
             mcp_tool(tool).unwrap();
         }

@@ -530,7 +530,7 @@ fn parse_bm25s_output(stdout: &str, queries: usize) -> Result<Bm25sOutput> {
 /// (at `_`, `-`, `.` and camelCase humps), the description, then each parameter's name, split
 /// the same way, and description.
 fn reference_text(tool: &Tool) -> String {
-    let mut text = split_name(&tool.name);
+    let mut text = split_name(tool.name());
     let mut push = |part: &str| {
         if !part.is_empty() {
             if !text.is_empty() {
@@ -539,7 +539,7 @@ fn reference_text(tool: &Tool) -> String {
             text.push_str(part);
         }
     };
-    push(&tool.description);
+    push(tool.description());
     for (name, description) in tool.parameters() {
         push(&split_name(&name));
         push(&description);
@@ -859,10 +859,10 @@ fn catalog_json_bytes(tools: &[Tool]) -> Result<u64> {
     let wire: Vec<Wire> = tools
         .iter()
         .map(|t| Wire {
-            server: &t.server,
-            name: &t.name,
-            description: &t.description,
-            input_schema: &t.input_schema,
+            server: t.server(),
+            name: t.name(),
+            description: t.description(),
+            input_schema: t.input_schema(),
         })
         .collect();
     let mut counter = Counter(0);

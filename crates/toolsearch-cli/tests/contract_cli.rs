@@ -52,7 +52,7 @@ fn arguments(queries: &[&str]) -> Value {
 fn library_json(queries: &[&str]) -> String {
     let mut tools = parse_catalog(TOOLS, "tools.json", Some(CatalogFormat::Mcp)).unwrap();
     for tool in &mut tools {
-        tool.server = SERVER.to_string();
+        tool.set_server(SERVER);
     }
     let mut engine =
         SearchEngine::build(tools, SearchConfig::default(), CatalogPolicy::default()).unwrap();

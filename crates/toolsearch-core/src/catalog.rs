@@ -30,10 +30,10 @@ impl Catalog {
         // catalog, grouping the tools themselves briefly held two more copies of every one).
         let mut grouped: BTreeMap<String, Vec<Arc<Tool>>> = BTreeMap::new();
         for tool in tools {
-            match grouped.get_mut(&tool.server) {
+            match grouped.get_mut(tool.server()) {
                 Some(list) => list.push(Arc::new(tool)),
                 None => {
-                    grouped.insert(tool.server.clone(), vec![Arc::new(tool)]);
+                    grouped.insert(tool.server().to_owned(), vec![Arc::new(tool)]);
                 }
             }
         }
@@ -55,10 +55,10 @@ impl Catalog {
         mut tools: Vec<Arc<Tool>>,
     ) -> Result<&[Arc<Tool>]> {
         for tool in tools.iter_mut() {
-            if tool.server != server {
-                Arc::make_mut(tool).server = server.to_string();
+            if tool.server() != server {
+                Arc::make_mut(tool).set_server(server);
             }
-            if tool.name.trim().is_empty() {
+            if tool.name().trim().is_empty() {
                 return Err(Error::EmptyToolName {
                     server: server.to_string(),
                 });
@@ -68,17 +68,17 @@ impl Catalog {
             .map_err(|_| Error::Index(format!("server `{server}` lists over 4 billion tools")))?;
         let mut places: Box<[u32]> = (0..count).collect();
         // Stable: a repeated name's places stay in listing order.
-        places.sort_by(|&a, &b| tools[a as usize].name.cmp(&tools[b as usize].name));
+        places.sort_by(|&a, &b| tools[a as usize].name().cmp(tools[b as usize].name()));
         // The first tool, in listing order, whose name an earlier tool has.
         let repeated = places
             .windows(2)
-            .filter(|pair| tools[pair[0] as usize].name == tools[pair[1] as usize].name)
+            .filter(|pair| tools[pair[0] as usize].name() == tools[pair[1] as usize].name())
             .map(|pair| pair[1])
             .min();
         if let Some(place) = repeated {
             return Err(Error::DuplicateTool {
                 server: server.to_string(),
-                name: tools[place as usize].name.clone(),
+                name: tools[place as usize].name().to_owned(),
             });
         }
         self.version += 1;
@@ -127,7 +127,7 @@ impl Catalog {
         let tools = self.servers.get(&id.server)?;
         let places = self.places.get(&id.server)?;
         let at = places
-            .binary_search_by(|&place| tools[place as usize].name.as_str().cmp(&id.name))
+            .binary_search_by(|&place| tools[place as usize].name().cmp(&id.name))
             .ok()?;
         tools.get(places[at] as usize)
     }
@@ -147,7 +147,7 @@ impl Catalog {
         }
         let mut bare = self
             .tools()
-            .filter(|t| t.name == name && scope.allows_tool(t, naming));
+            .filter(|t| t.name() == name && scope.allows_tool(t, naming));
         match (bare.next(), bare.next()) {
             (Some(tool), None) => Some(tool),
             _ => None,
@@ -187,7 +187,7 @@ impl Catalog {
             .filter(|t| scope.allows_tool(t, naming))
             .map(|t| {
                 let public = naming.tool_name(t);
-                let score = similarity(&public).max(similarity(&t.name));
+                let score = similarity(&public).max(similarity(t.name()));
                 (score, public)
             })
             .filter(|(score, _)| *score > 0.7)
@@ -200,8 +200,8 @@ impl Catalog {
     pub fn categories(&self) -> Vec<(String, usize)> {
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for tool in self.tools() {
-            if let Some(category) = &tool.category {
-                *counts.entry(category.clone()).or_default() += 1;
+            if let Some(category) = tool.category() {
+                *counts.entry(category.to_owned()).or_default() += 1;
             }
         }
         counts.into_iter().collect()
@@ -277,20 +277,20 @@ pub fn validate_tools(server: &str, tools: Vec<Tool>) -> (Vec<Tool>, Vec<Rejecte
     let mut kept = Vec::with_capacity(tools.len());
     let mut rejected = Vec::new();
     for mut tool in tools {
-        tool.server = server.to_string();
-        let reason = if tool.name.trim().is_empty() {
+        tool.set_server(server);
+        let reason = if tool.name().trim().is_empty() {
             Some(ToolRejection::EmptyName)
-        } else if name_too_long(&tool.name) {
+        } else if name_too_long(tool.name()) {
             Some(ToolRejection::NameTooLong {
-                chars: tool.name.chars().count(),
+                chars: tool.name().chars().count(),
                 max: MAX_NAME_CHARS,
             })
-        } else if let Some(c) = tool.name.chars().find(|&c| is_hidden_character(c)) {
+        } else if let Some(c) = tool.name().chars().find(|&c| is_hidden_character(c)) {
             Some(ToolRejection::HiddenCharacter(u32::from(c)))
-        } else if seen.contains(&tool.name) {
+        } else if seen.contains(tool.name()) {
             Some(ToolRejection::DuplicateName)
         } else {
-            let depth = json_depth(tool.input_schema.as_str());
+            let depth = json_depth(tool.input_schema().as_str());
             (depth > MAX_SCHEMA_DEPTH).then_some(ToolRejection::SchemaTooDeep {
                 depth,
                 max: MAX_SCHEMA_DEPTH,
@@ -299,11 +299,11 @@ pub fn validate_tools(server: &str, tools: Vec<Tool>) -> (Vec<Tool>, Vec<Rejecte
         match reason {
             Some(reason) => rejected.push(Rejected {
                 server: server.to_string(),
-                name: tool.name,
+                name: tool.name().to_owned(),
                 reason,
             }),
             None => {
-                seen.insert(tool.name.clone());
+                seen.insert(tool.name().to_owned());
                 kept.push(tool);
             }
         }
@@ -377,17 +377,17 @@ mod tests {
         };
         let mut c =
             Catalog::from_tools(vec![tool("a", "x"), tool("a", "y"), tool("b", "z")]).unwrap();
-        assert_eq!(c.get(&id("a", "y")).unwrap().name, "y");
+        assert_eq!(c.get(&id("a", "y")).unwrap().name(), "y");
         c.replace_server("a", vec![tool("a", "y"), tool("a", "w")])
             .unwrap();
-        assert_eq!(c.get(&id("a", "y")).unwrap().name, "y");
-        assert_eq!(c.get(&id("a", "w")).unwrap().name, "w");
+        assert_eq!(c.get(&id("a", "y")).unwrap().name(), "y");
+        assert_eq!(c.get(&id("a", "w")).unwrap().name(), "w");
         assert!(c.get(&id("a", "x")).is_none());
         // A rejected replacement leaves the server's tools as they were.
         assert!(c
             .replace_server("a", vec![tool("a", "v"), tool("a", "v")])
             .is_err());
-        assert_eq!(c.get(&id("a", "w")).unwrap().name, "w");
+        assert_eq!(c.get(&id("a", "w")).unwrap().name(), "w");
         assert!(c.get(&id("a", "v")).is_none());
         assert!(c.remove_server("b"));
         assert!(c.get(&id("b", "z")).is_none());
@@ -414,10 +414,10 @@ mod tests {
             Catalog::from_tools(vec![tool("gh", "create_issue"), tool("fs", "read_file")]).unwrap();
         let naming = Naming::default();
         assert_eq!(
-            c.resolve("gh___create_issue", &naming).unwrap().name,
+            c.resolve("gh___create_issue", &naming).unwrap().name(),
             "create_issue"
         );
-        assert_eq!(c.resolve("read_file", &naming).unwrap().server, "fs");
+        assert_eq!(c.resolve("read_file", &naming).unwrap().server(), "fs");
         assert!(c.resolve("nope", &naming).is_none());
         assert_eq!(c.suggest("create_isue", &naming, 3)[0], "gh___create_issue");
     }
@@ -485,7 +485,9 @@ mod tests {
             text.push_str("}}");
         }
         let mut t = tool("s", name);
-        t.input_schema = crate::ToolSchema::from_value(serde_json::from_str(&text).unwrap());
+        t.set_input_schema(crate::ToolSchema::from_value(
+            serde_json::from_str(&text).unwrap(),
+        ));
         t
     }
 
@@ -502,9 +504,9 @@ mod tests {
             tool("x", "other"),
         ];
         let (kept, rejected) = validate_tools("s", tools);
-        let names: Vec<&str> = kept.iter().map(|t| t.name.as_str()).collect();
+        let names: Vec<&str> = kept.iter().map(|t| t.name()).collect();
         assert_eq!(names, ["good", "deep", "other"]);
-        assert!(kept.iter().all(|t| t.server == "s"));
+        assert!(kept.iter().all(|t| t.server() == "s"));
         let reasons: Vec<(&str, &ToolRejection)> = rejected
             .iter()
             .map(|r| (r.name.as_str(), &r.reason))

@@ -513,13 +513,13 @@ pub fn tool_match(engine: &SearchEngine, hit: &SearchHit, schemas: bool) -> Tool
     let tool = &hit.tool;
     ToolMatch {
         name: engine.naming().tool_name(tool),
-        server: tool.server.clone(),
-        description: tool.description.clone(),
-        category: tool.category.clone(),
-        tags: tool.tags.clone(),
+        server: tool.server().to_owned(),
+        description: tool.description().to_owned(),
+        category: tool.category().map(str::to_owned),
+        tags: tool.tags().to_vec(),
         score: round_score(hit.score),
         matched_on: hit.matched_on.clone(),
-        input_schema: schemas.then(|| tool.input_schema.to_value()),
+        input_schema: schemas.then(|| tool.input_schema().to_value()),
         available: None,
         server_state: None,
     }

@@ -64,10 +64,10 @@ impl Naming {
 
     /// The public name of a tool.
     pub fn tool_name(&self, tool: &Tool) -> String {
-        if tool.server.is_empty() {
-            tool.name.clone()
+        if tool.server().is_empty() {
+            tool.name().to_owned()
         } else {
-            format!("{}{}{}", tool.server, self.separator, tool.name)
+            format!("{}{}{}", tool.server(), self.separator, tool.name())
         }
     }
 
@@ -272,18 +272,20 @@ impl CatalogPolicy {
         tools
             .into_iter()
             .filter_map(|mut tool| {
-                tool.server = server.to_string();
+                tool.set_server(server);
                 let id = tool.id();
                 if !self.tool_selected(&id) {
                     return None;
                 }
-                tool.category = self.category_of(&id, tool.category.as_deref());
+                tool.set_category(self.category_of(&id, tool.category()));
                 if let Some(tags) = self.server_tags.get(server) {
+                    let mut all = tool.tags().to_vec();
                     for tag in tags {
-                        if !tool.tags.iter().any(|t| t.eq_ignore_ascii_case(tag)) {
-                            tool.tags.push(tag.clone());
+                        if !all.iter().any(|t| t.eq_ignore_ascii_case(tag)) {
+                            all.push(tag.clone());
                         }
                     }
+                    tool.set_tags(all);
                 }
                 let listed = |patterns: &[NamePattern]| {
                     patterns.iter().any(|p| p.matches(&id, &self.naming))
@@ -291,11 +293,10 @@ impl CatalogPolicy {
                 if listed(&self.never_defer)
                     || listed(&self.pinned)
                     || tool
-                        .category
-                        .as_ref()
+                        .category()
                         .is_some_and(|c| always_visible.contains(&c.to_lowercase()))
                 {
-                    tool.defer = DeferPolicy::Never;
+                    tool.set_defer(DeferPolicy::Never);
                 }
                 Some(tool)
             })
@@ -338,7 +339,7 @@ impl CatalogPolicy {
     pub fn categories<'a>(&self, tools: impl IntoIterator<Item = &'a Tool>) -> Vec<CategoryInfo> {
         let mut counts: HashMap<&str, usize> = HashMap::new();
         for tool in tools {
-            if let Some(id) = tool.category.as_deref() {
+            if let Some(id) = tool.category() {
                 *counts.entry(id).or_default() += 1;
             }
         }
@@ -443,7 +444,7 @@ mod tests {
         };
         let t = |server: &str, name: &str, cat: Option<&str>| {
             let mut tool = Tool::new(name, "d");
-            tool.category = cat.map(String::from);
+            tool.set_category(cat.map(String::from));
             policy.apply(server, vec![tool]).remove(0)
         };
         let tools = [
@@ -455,7 +456,7 @@ mod tests {
             t("misc", "x", Some("Misc")),
             t("misc", "y", None),
         ];
-        let of: Vec<_> = tools.iter().map(|t| t.category.as_deref()).collect();
+        let of: Vec<_> = tools.iter().map(|t| t.category()).collect();
         assert_eq!(
             of,
             [
@@ -501,8 +502,8 @@ mod tests {
             vec![Tool::new("read_file", "r"), Tool::new("write_file", "w")],
         );
         assert_eq!(fs.len(), 2);
-        assert!(fs.iter().all(|t| t.tags == ["disk"]));
-        assert!(fs.iter().all(|t| t.defer == DeferPolicy::Never));
+        assert!(fs.iter().all(|t| t.tags() == ["disk"]));
+        assert!(fs.iter().all(|t| t.defer() == DeferPolicy::Never));
         let gh = policy.apply(
             "gh",
             vec![
@@ -511,7 +512,7 @@ mod tests {
                 Tool::new("create_issue", "c"),
             ],
         );
-        let names: Vec<_> = gh.iter().map(|t| (t.name.as_str(), t.defer)).collect();
+        let names: Vec<_> = gh.iter().map(|t| (t.name(), t.defer())).collect();
         assert_eq!(
             names,
             [

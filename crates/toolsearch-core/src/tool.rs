@@ -50,26 +50,36 @@ pub enum DeferPolicy {
 }
 
 /// A callable tool with its JSON Schema.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// A large catalog is mostly tools, so a tool is held in as few allocations as it can be: its
+/// server, name and description share one string, the schema is its compact text, and what most
+/// tools lack (category, tags, annotations) sits behind one optional box. Fields are read through
+/// accessors and changed through `with_*` builders or `set_*` methods.
+#[derive(Clone, PartialEq)]
 pub struct Tool {
-    /// The server that owns the tool; empty when the catalog has no servers.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub server: String,
-    pub name: String,
-    #[serde(default)]
-    pub description: String,
-    #[serde(rename = "inputSchema", default)]
-    pub input_schema: ToolSchema,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub category: Option<String>,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub tags: Vec<String>,
-    #[serde(default)]
-    pub defer: DeferPolicy,
-    /// MCP annotations (readOnlyHint, title, ...), kept verbatim. Boxed: most tools have none,
-    /// and a JSON value in place would be most of a tool's fixed size.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub annotations: Option<Box<Value>>,
+    /// Server, name and description, one after the other.
+    text: Box<str>,
+    name_start: u32,
+    description_start: u32,
+    input_schema: ToolSchema,
+    /// `None` when the tool has no category, tags or annotations.
+    extras: Option<Box<Extras>>,
+    defer: DeferPolicy,
+}
+
+/// What most tools do not have.
+#[derive(Clone, PartialEq, Default)]
+struct Extras {
+    category: Option<String>,
+    tags: Vec<String>,
+    /// MCP annotations (readOnlyHint, title, ...), kept verbatim.
+    annotations: Option<Value>,
+}
+
+impl Extras {
+    fn is_empty(&self) -> bool {
+        self.category.is_none() && self.tags.is_empty() && self.annotations.is_none()
+    }
 }
 
 /// The schema of a tool that takes no arguments.
@@ -78,17 +88,21 @@ pub fn empty_object_schema() -> Value {
 }
 
 impl Tool {
-    pub fn new(name: impl Into<String>, description: impl Into<String>) -> Self {
-        Self {
-            server: String::new(),
-            name: name.into(),
-            description: description.into(),
+    pub fn new(name: impl AsRef<str>, description: impl AsRef<str>) -> Self {
+        Self::from_parts("", name.as_ref(), description.as_ref())
+    }
+
+    fn from_parts(server: &str, name: &str, description: &str) -> Self {
+        let mut tool = Self {
+            text: Box::default(),
+            name_start: 0,
+            description_start: 0,
             input_schema: ToolSchema::default(),
-            category: None,
-            tags: Vec::new(),
+            extras: None,
             defer: DeferPolicy::Automatic,
-            annotations: None,
-        }
+        };
+        tool.pack(server, name, description);
+        tool
     }
 
     /// A tool as MCP's `tools/list` describes it. The one rule every reader of MCP tools follows
@@ -114,14 +128,125 @@ impl Tool {
             .filter(|d| !d.trim().is_empty())
             .or(title)
             .unwrap_or_default();
-        Self {
-            annotations: annotations.map(Box::new),
-            ..Self::new(name, description)
+        let mut tool = Self::new(name, description);
+        tool.set_annotations(annotations);
+        tool
+    }
+
+    /// Writes server, name and description into one string. Lengths are kept in 32 bits: a
+    /// server and name over 4 GiB together (no real tool) are cut, and a description past that
+    /// point too.
+    fn pack(&mut self, server: &str, name: &str, description: &str) {
+        let server = cut(server, u32::MAX as usize);
+        let name = cut(name, u32::MAX as usize - server.len());
+        let description = cut(description, u32::MAX as usize - server.len() - name.len());
+        let mut text = String::with_capacity(server.len() + name.len() + description.len());
+        text.push_str(server);
+        text.push_str(name);
+        text.push_str(description);
+        // Both fit: the three lengths together were cut to at most u32::MAX.
+        self.name_start = server.len() as u32;
+        self.description_start = (server.len() + name.len()) as u32;
+        self.text = text.into_boxed_str();
+    }
+
+    fn extras_mut(&mut self) -> &mut Extras {
+        self.extras.get_or_insert_with(Box::default)
+    }
+
+    /// Drops the extras' box once it holds nothing, so that equal tools compare equal.
+    fn tidy_extras(&mut self) {
+        if self.extras.as_ref().is_some_and(|e| e.is_empty()) {
+            self.extras = None;
         }
     }
 
-    pub fn with_server(mut self, server: impl Into<String>) -> Self {
-        self.server = server.into();
+    /// The server that owns the tool; empty when the catalog has no servers.
+    pub fn server(&self) -> &str {
+        &self.text[..self.name_start as usize]
+    }
+
+    pub fn name(&self) -> &str {
+        &self.text[self.name_start as usize..self.description_start as usize]
+    }
+
+    pub fn description(&self) -> &str {
+        &self.text[self.description_start as usize..]
+    }
+
+    pub fn input_schema(&self) -> &ToolSchema {
+        &self.input_schema
+    }
+
+    pub fn category(&self) -> Option<&str> {
+        self.extras.as_ref()?.category.as_deref()
+    }
+
+    pub fn tags(&self) -> &[String] {
+        self.extras.as_ref().map_or(&[], |e| e.tags.as_slice())
+    }
+
+    pub fn defer(&self) -> DeferPolicy {
+        self.defer
+    }
+
+    /// MCP annotations (readOnlyHint, title, ...), kept verbatim.
+    pub fn annotations(&self) -> Option<&Value> {
+        self.extras.as_ref()?.annotations.as_ref()
+    }
+
+    pub fn set_server(&mut self, server: impl AsRef<str>) {
+        let server = server.as_ref();
+        if server == self.server() {
+            return;
+        }
+        let (name, description) = (self.name().to_owned(), self.description().to_owned());
+        self.pack(server, &name, &description);
+    }
+
+    pub fn set_name(&mut self, name: impl AsRef<str>) {
+        let name = name.as_ref();
+        if name == self.name() {
+            return;
+        }
+        let (server, description) = (self.server().to_owned(), self.description().to_owned());
+        self.pack(&server, name, &description);
+    }
+
+    pub fn set_description(&mut self, description: impl AsRef<str>) {
+        let description = description.as_ref();
+        if description == self.description() {
+            return;
+        }
+        let (server, name) = (self.server().to_owned(), self.name().to_owned());
+        self.pack(&server, &name, description);
+    }
+
+    pub fn set_input_schema(&mut self, schema: ToolSchema) {
+        self.input_schema = schema;
+    }
+
+    pub fn set_category(&mut self, category: Option<String>) {
+        self.extras_mut().category = category;
+        self.tidy_extras();
+    }
+
+    pub fn set_tags(&mut self, tags: Vec<String>) {
+        self.extras_mut().tags = tags;
+        self.tidy_extras();
+    }
+
+    pub fn set_defer(&mut self, defer: DeferPolicy) {
+        self.defer = defer;
+    }
+
+    pub fn set_annotations(&mut self, annotations: Option<Value>) {
+        self.extras_mut().annotations = annotations;
+        self.tidy_extras();
+    }
+
+    pub fn with_server(mut self, server: impl AsRef<str>) -> Self {
+        self.set_server(server.as_ref());
         self
     }
 
@@ -130,8 +255,13 @@ impl Tool {
         self
     }
 
+    pub fn with_input_schema(mut self, schema: ToolSchema) -> Self {
+        self.input_schema = schema;
+        self
+    }
+
     pub fn with_category(mut self, category: impl Into<String>) -> Self {
-        self.category = Some(category.into());
+        self.set_category(Some(category.into()));
         self
     }
 
@@ -140,7 +270,7 @@ impl Tool {
         I: IntoIterator<Item = S>,
         S: Into<String>,
     {
-        self.tags = tags.into_iter().map(Into::into).collect();
+        self.set_tags(tags.into_iter().map(Into::into).collect());
         self
     }
 
@@ -149,13 +279,111 @@ impl Tool {
         self
     }
 
+    pub fn with_annotations(mut self, annotations: Value) -> Self {
+        self.set_annotations(Some(annotations));
+        self
+    }
+
     pub fn id(&self) -> ToolId {
-        ToolId::new(self.server.clone(), self.name.clone())
+        ToolId::new(self.server(), self.name())
     }
 
     /// The schema's parameters as (name, description) pairs, top level and nested objects alike.
     pub fn parameters(&self) -> Vec<(String, String)> {
         self.input_schema.parameters()
+    }
+}
+
+/// The longest start of `text` no longer than `max` bytes that ends on a character boundary.
+fn cut(text: &str, max: usize) -> &str {
+    if text.len() <= max {
+        return text;
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+impl fmt::Debug for Tool {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tool")
+            .field("server", &self.server())
+            .field("name", &self.name())
+            .field("description", &self.description())
+            .field("input_schema", &self.input_schema)
+            .field("category", &self.category())
+            .field("tags", &self.tags())
+            .field("defer", &self.defer)
+            .field("annotations", &self.annotations())
+            .finish()
+    }
+}
+
+/// A tool as JSON: `server` (left out when empty), `name`, `description`, `inputSchema`,
+/// `category` and `tags` when set, `defer`, and `annotations` when there are some.
+impl Serialize for Tool {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Wire<'a> {
+            #[serde(skip_serializing_if = "str::is_empty")]
+            server: &'a str,
+            name: &'a str,
+            description: &'a str,
+            #[serde(rename = "inputSchema")]
+            input_schema: &'a ToolSchema,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            category: Option<&'a str>,
+            #[serde(skip_serializing_if = "<[String]>::is_empty")]
+            tags: &'a [String],
+            defer: DeferPolicy,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            annotations: Option<&'a Value>,
+        }
+        Wire {
+            server: self.server(),
+            name: self.name(),
+            description: self.description(),
+            input_schema: &self.input_schema,
+            category: self.category(),
+            tags: self.tags(),
+            defer: self.defer,
+            annotations: self.annotations(),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for Tool {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename = "Tool")]
+        struct Wire {
+            #[serde(default)]
+            server: String,
+            name: String,
+            #[serde(default)]
+            description: String,
+            #[serde(rename = "inputSchema", default)]
+            input_schema: ToolSchema,
+            #[serde(default)]
+            category: Option<String>,
+            #[serde(default)]
+            tags: Vec<String>,
+            #[serde(default)]
+            defer: DeferPolicy,
+            #[serde(default)]
+            annotations: Option<Value>,
+        }
+        let wire = Wire::deserialize(deserializer)?;
+        let mut tool = Tool::from_parts(&wire.server, &wire.name, &wire.description)
+            .with_input_schema(wire.input_schema)
+            .with_defer(wire.defer);
+        tool.set_category(wire.category);
+        tool.set_tags(wire.tags);
+        tool.set_annotations(wire.annotations);
+        Ok(tool)
     }
 }
 
@@ -581,6 +809,62 @@ mod tests {
         assert_eq!(back.input_schema, schema);
         // `json!` embeds the schema as a value, not as a string.
         assert_eq!(json!({"s": tool.input_schema})["s"], schema);
+    }
+
+    #[test]
+    fn each_part_reads_back_as_set_and_the_json_is_unchanged() {
+        let mut tool = Tool::new("créer_fichier", "Crée un fichier — vide")
+            .with_server("fs")
+            .with_category("Files")
+            .with_tags(["disk", "local"])
+            .with_defer(DeferPolicy::Always)
+            .with_annotations(json!({"readOnlyHint": false}));
+        assert_eq!(
+            (tool.server(), tool.name(), tool.description()),
+            ("fs", "créer_fichier", "Crée un fichier — vide")
+        );
+        assert_eq!(tool.category(), Some("Files"));
+        assert_eq!(tool.tags(), ["disk", "local"]);
+        assert_eq!(tool.defer(), DeferPolicy::Always);
+        assert_eq!(tool.annotations(), Some(&json!({"readOnlyHint": false})));
+        // The same keys, in the same order, as the struct with public fields wrote.
+        assert_eq!(
+            serde_json::to_string(&tool).unwrap(),
+            r#"{"server":"fs","name":"créer_fichier","description":"Crée un fichier — vide","inputSchema":{"type":"object","properties":{}},"category":"Files","tags":["disk","local"],"defer":"always","annotations":{"readOnlyHint":false}}"#
+        );
+        let back: Tool = serde_json::from_str(&serde_json::to_string(&tool).unwrap()).unwrap();
+        assert_eq!(back, tool);
+
+        // Changing one part of the shared text keeps the others.
+        tool.set_name("lire");
+        tool.set_server("");
+        tool.set_description("Lit");
+        assert_eq!(
+            (tool.server(), tool.name(), tool.description()),
+            ("", "lire", "Lit")
+        );
+        assert_eq!(tool.id(), ToolId::new("", "lire"));
+        assert_eq!(
+            serde_json::to_value(&tool).unwrap().get("server"),
+            None,
+            "an empty server is left out"
+        );
+
+        // A tool whose extras are all taken away equals one that never had them.
+        tool.set_category(None);
+        tool.set_tags(Vec::new());
+        tool.set_annotations(None);
+        assert_eq!(
+            tool,
+            Tool::new("lire", "Lit").with_defer(DeferPolicy::Always)
+        );
+    }
+
+    #[test]
+    fn overlong_parts_are_cut_on_a_character_boundary() {
+        assert_eq!(cut("héllo", 2), "h");
+        assert_eq!(cut("héllo", 3), "hé");
+        assert_eq!(cut("héllo", 99), "héllo");
     }
 
     #[test]

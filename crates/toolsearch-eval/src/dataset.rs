@@ -52,7 +52,7 @@ impl Dataset {
             Some(CatalogFormat::Multi),
         )?;
         let before = tools.len();
-        tools.retain(|t| !t.name.trim().is_empty());
+        tools.retain(|t| !t.name().trim().is_empty());
         let skipped_unnamed = before - tools.len();
         let (queries_path, queries_text) = read("queries.jsonl")?;
         let mut queries = Vec::new();

@@ -129,7 +129,7 @@ pub fn hybrid_metrics(
         let names: Vec<String> = response
             .tools
             .iter()
-            .map(|hit| hit.tool.name.clone())
+            .map(|hit| hit.tool.name().to_owned())
             .collect();
         per_query.push(score(&names, &query.relevant));
     }
@@ -513,7 +513,7 @@ pub fn floor_study(
                         response
                             .tools
                             .iter()
-                            .filter(|hit| !relevant.contains(hit.tool.name.as_str()))
+                            .filter(|hit| !relevant.contains(hit.tool.name()))
                             .map(|hit| &hit.evidence),
                     ),
                 })

@@ -135,9 +135,9 @@ fn positions(tools: &[Tool]) -> HashMap<String, HashMap<String, usize>> {
     let mut positions: HashMap<String, HashMap<String, usize>> = HashMap::new();
     for (i, tool) in tools.iter().enumerate() {
         positions
-            .entry(tool.server.clone())
+            .entry(tool.server().to_owned())
             .or_default()
-            .entry(tool.name.clone())
+            .entry(tool.name().to_owned())
             .or_insert(i);
     }
     positions
@@ -197,7 +197,10 @@ impl Ranker for EngineRanker {
             .tools
             .iter()
             .filter_map(|hit| {
-                let tool = *self.positions.get(&hit.tool.server)?.get(&hit.tool.name)?;
+                let tool = *self
+                    .positions
+                    .get(hit.tool.server())?
+                    .get(hit.tool.name())?;
                 Some(Ranked {
                     tool,
                     score: f64::from(hit.score),
@@ -222,9 +225,9 @@ impl OverlapRanker {
                 .iter()
                 .map(|t| {
                     (
-                        t.name.clone(),
-                        t.name.to_lowercase(),
-                        t.description.to_lowercase(),
+                        t.name().to_owned(),
+                        t.name().to_lowercase(),
+                        t.description().to_lowercase(),
                     )
                 })
                 .collect(),
@@ -286,7 +289,7 @@ impl Bm25PlainRanker {
             index.writer_with_num_threads(1, 50_000_000).map_err(fail)?;
         for (position, tool) in tools.iter().enumerate() {
             let mut doc = TantivyDocument::new();
-            doc.add_text(text, format!("{} {}", tool.name, tool.description));
+            doc.add_text(text, format!("{} {}", tool.name(), tool.description()));
             doc.add_u64(position_field, position as u64);
             writer.add_document(doc).map_err(fail)?;
         }
@@ -338,7 +341,7 @@ impl RegexRanker {
         Self {
             tools: tools
                 .iter()
-                .map(|t| (t.name.clone(), t.description.clone()))
+                .map(|t| (t.name().to_owned(), t.description().to_owned()))
                 .collect(),
         }
     }

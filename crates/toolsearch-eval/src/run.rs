@@ -40,7 +40,7 @@ pub fn evaluate(
     config: &SearchConfig,
     embedder: Option<&Arc<dyn Embedder>>,
 ) -> Result<DatasetReport, EvalError> {
-    let names: Vec<String> = dataset.tools.iter().map(|t| t.name.clone()).collect();
+    let names: Vec<String> = dataset.tools.iter().map(|t| t.name().to_owned()).collect();
     let queries = scored_queries(dataset, with_instruction, |name| name.to_string());
     let mut reports = Vec::new();
     for kind in rankers {

@@ -66,12 +66,12 @@ pub fn self_retrieval(dataset: &Dataset) -> (Dataset, usize) {
     let mut queries = Vec::with_capacity(dataset.tools.len());
     let mut skipped = 0;
     for (i, tool) in dataset.tools.iter().enumerate() {
-        match first_sentence(&tool.description) {
+        match first_sentence(tool.description()) {
             Some(query) => queries.push(EvalQuery {
                 id: format!("self-{i}"),
                 query,
                 instruction: None,
-                relevant: vec![tool.name.clone()],
+                relevant: vec![tool.name().to_owned()],
             }),
             None => skipped += 1,
         }
@@ -100,10 +100,10 @@ pub fn pool(datasets: &[Dataset]) -> Pool {
     let mut owners: HashMap<&str, HashSet<usize>> = HashMap::new();
     for (d, dataset) in datasets.iter().enumerate() {
         for tool in &dataset.tools {
-            let server = if tool.server.is_empty() {
+            let server = if tool.server().is_empty() {
                 dataset.name.as_str()
             } else {
-                tool.server.as_str()
+                tool.server()
             };
             owners.entry(server).or_default().insert(d);
         }
@@ -113,16 +113,14 @@ pub fn pool(datasets: &[Dataset]) -> Pool {
     for (d, dataset) in datasets.iter().enumerate() {
         for tool in &dataset.tools {
             let mut tool = tool.clone();
-            tool.server = if tool.server.is_empty() {
+            let server = if tool.server().is_empty() {
                 dataset.name.clone()
-            } else if owners
-                .get(tool.server.as_str())
-                .is_some_and(|o| o.len() > 1)
-            {
-                format!("{}-{}", dataset.name, tool.server)
+            } else if owners.get(tool.server()).is_some_and(|o| o.len() > 1) {
+                format!("{}-{}", dataset.name, tool.server())
             } else {
-                tool.server
+                tool.server().to_owned()
             };
+            tool.set_server(server);
             tools.push(tool);
             origin.push(d);
         }
@@ -155,7 +153,7 @@ pub fn evaluate_pooled(
         .tools
         .iter()
         .zip(&pool.origin)
-        .map(|(tool, &d)| key(d, &tool.name))
+        .map(|(tool, &d)| key(d, tool.name()))
         .collect();
     let queries: Vec<_> = datasets
         .iter()
@@ -293,7 +291,7 @@ pub fn evaluate_requests(
                 ranker.rank_with_verdict(&query.text(with_instruction), RANK_DEPTH)?;
             let names: Vec<&str> = ranked
                 .iter()
-                .filter_map(|r| dataset.tools.get(r.tool).map(|t| t.name.as_str()))
+                .filter_map(|r| dataset.tools.get(r.tool).map(|t| t.name()))
                 .collect();
             let rank = names
                 .iter()
@@ -405,7 +403,7 @@ mod tests {
 
     fn tool(server: &str, name: &str) -> Tool {
         let mut tool = Tool::new(name, format!("Does {name} things."));
-        tool.server = server.to_string();
+        tool.set_server(server);
         tool
     }
 
@@ -429,7 +427,7 @@ mod tests {
             .tools
             .iter()
             .zip(&pool.origin)
-            .map(|(t, &o)| (t.server.as_str(), t.name.as_str(), o))
+            .map(|(t, &o)| (t.server(), t.name(), o))
             .collect();
         assert_eq!(
             ids,
@@ -480,7 +478,7 @@ mod tests {
     #[test]
     fn self_retrieval_asks_for_each_described_tool() {
         let mut blank = tool("", "blank");
-        blank.description = String::new();
+        blank.set_description(String::new());
         let set = dataset("s", vec![tool("", "read"), blank]);
         let (generated, skipped) = self_retrieval(&set);
         assert_eq!(skipped, 1);
@@ -503,9 +501,9 @@ mod tests {
     fn everyday_set_names_only_tools_of_its_catalog() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/everyday");
         let set = Dataset::load(&dir).expect("tests/data/everyday loads");
-        let names: HashSet<&str> = set.tools.iter().map(|t| t.name.as_str()).collect();
+        let names: HashSet<&str> = set.tools.iter().map(|t| t.name()).collect();
         assert_eq!(names.len(), set.tools.len(), "tool names are unique");
-        let servers: HashSet<&str> = set.tools.iter().map(|t| t.server.as_str()).collect();
+        let servers: HashSet<&str> = set.tools.iter().map(|t| t.server()).collect();
         for server in ["everything", "memory", "filesystem", "time", "fetch"] {
             assert!(servers.contains(server), "no tool of {server}");
         }

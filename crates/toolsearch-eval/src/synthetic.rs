@@ -357,15 +357,15 @@ impl Pool {
         for dataset in datasets {
             let mut serverless = 0usize;
             for tool in &dataset.tools {
-                let server = if tool.server.is_empty() {
+                let server = if tool.server().is_empty() {
                     serverless += 1;
                     format!("{}/{:03}", dataset.name, serverless.div_ceil(SERVER_SIZE))
                 } else {
-                    format!("{}/{}", dataset.name, tool.server)
+                    format!("{}/{}", dataset.name, tool.server())
                 };
-                if seen.insert((server.clone(), tool.name.clone())) {
+                if seen.insert((server.clone(), tool.name().to_owned())) {
                     let mut tool = tool.clone();
-                    tool.server = server;
+                    tool.set_server(server);
                     pool.tools.push(tool);
                 }
             }
@@ -380,8 +380,8 @@ impl Pool {
     pub fn sample(&self, count: usize, seed: u64) -> Vec<Tool> {
         let mut servers: Vec<&str> = Vec::new();
         for tool in &self.tools {
-            if servers.last() != Some(&tool.server.as_str()) {
-                servers.push(&tool.server);
+            if servers.last() != Some(&tool.server()) {
+                servers.push(tool.server());
             }
         }
         let mut order: Vec<usize> = (0..servers.len()).collect();
@@ -389,7 +389,7 @@ impl Pool {
         let mut out = Vec::with_capacity(count.min(self.tools.len()));
         for i in order {
             let server = servers[i];
-            for tool in self.tools.iter().filter(|t| t.server == server) {
+            for tool in self.tools.iter().filter(|t| t.server() == server) {
                 if out.len() == count {
                     return out;
                 }
@@ -465,12 +465,14 @@ mod tests {
     #[test]
     fn synthetic_tools_vary() {
         let tools = synthetic_tools(1000, 1);
-        let names: HashSet<&str> = tools.iter().map(|t| t.name.as_str()).collect();
-        let descriptions: HashSet<&str> = tools.iter().map(|t| t.description.as_str()).collect();
+        let names: HashSet<&str> = tools.iter().map(|t| t.name()).collect();
+        let descriptions: HashSet<&str> = tools.iter().map(|t| t.description()).collect();
         assert!(names.len() > 500, "{} distinct names", names.len());
         assert!(descriptions.len() > 900);
-        assert!(tools.iter().any(|t| t.name.contains('_')));
-        assert!(tools.iter().any(|t| t.name.chars().any(char::is_uppercase)));
+        assert!(tools.iter().any(|t| t.name().contains('_')));
+        assert!(tools
+            .iter()
+            .any(|t| t.name().chars().any(char::is_uppercase)));
         assert!(tools.iter().any(|t| t.parameters().len() >= 3));
         assert!(tools.iter().any(|t| t.parameters().is_empty()));
     }
@@ -483,8 +485,8 @@ mod tests {
                 .into_iter()
                 .enumerate()
                 .map(|(i, mut t)| {
-                    t.server = String::new();
-                    t.name = format!("tool_{i}");
+                    t.set_server(String::new());
+                    t.set_name(format!("tool_{i}"));
                     t
                 })
                 .collect(),
@@ -493,8 +495,8 @@ mod tests {
         };
         let pool = Pool::new(&[dataset]);
         assert_eq!(pool.tools.len(), 120);
-        assert_eq!(pool.tools[0].server, "d/001");
-        assert_eq!(pool.tools[119].server, "d/003");
+        assert_eq!(pool.tools[0].server(), "d/001");
+        assert_eq!(pool.tools[119].server(), "d/003");
         let sample = pool.sample(70, 9);
         assert_eq!(sample.len(), 70);
         assert_eq!(sample, pool.sample(70, 9));

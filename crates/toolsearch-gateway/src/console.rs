@@ -235,15 +235,15 @@ async fn catalog(State(gateway): State<Arc<Gateway>>, grant: Grant) -> Json<Vec<
             CatalogTool {
                 stub: json!({
                     "name": name,
-                    "description": tool.description,
+                    "description": tool.description(),
                     "inputSchema": toolsearch_core::disclosure::stub_schema(),
                 }),
                 name,
-                server: tool.server.clone(),
-                description: tool.description.clone(),
-                category: tool.category.clone(),
-                tags: tool.tags.clone(),
-                input_schema: tool.input_schema.to_value(),
+                server: tool.server().to_owned(),
+                description: tool.description().to_owned(),
+                category: tool.category().map(str::to_owned),
+                tags: tool.tags().to_vec(),
+                input_schema: tool.input_schema().to_value(),
             }
         })
         .collect();

@@ -100,7 +100,7 @@ fn fingerprint(tools: &[Tool]) -> u64 {
         // A tool always serializes; were it not to, its name alone still tells lists apart.
         match serde_json::to_string(tool) {
             Ok(text) => text.hash(&mut hasher),
-            Err(_) => tool.name.hash(&mut hasher),
+            Err(_) => tool.name().hash(&mut hasher),
         }
     }
     hasher.finish()

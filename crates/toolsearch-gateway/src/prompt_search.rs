@@ -121,9 +121,9 @@ pub fn prompt_as_tool(server: &str, prompt: &rmcp::model::Prompt) -> Tool {
         .or_else(|| prompt.title.clone())
         .unwrap_or_default();
     let mut tool = Tool::new(prompt.name.clone(), description);
-    tool.server = server.to_string();
-    tool.input_schema = schema(properties, required);
-    tool.tags = vec![PROMPT_TAG.to_string()];
+    tool.set_server(server);
+    tool.set_input_schema(schema(properties, required));
+    tool.set_tags(vec![PROMPT_TAG.to_string()]);
     tool
 }
 
@@ -141,9 +141,9 @@ pub fn template_as_tool(server: &str, template: &rmcp::model::ResourceTemplate) 
         description = format!("{description}: {more}");
     }
     let mut tool = Tool::new(template.uri_template.clone(), description);
-    tool.server = server.to_string();
-    tool.input_schema = schema(properties, required);
-    tool.tags = vec![TEMPLATE_TAG.to_string()];
+    tool.set_server(server);
+    tool.set_input_schema(schema(properties, required));
+    tool.set_tags(vec![TEMPLATE_TAG.to_string()]);
     tool
 }
 
@@ -233,7 +233,7 @@ impl PromptIndex {
             .as_ref()?
             .catalog()
             .tools()
-            .filter(|t| t.server == server && t.tags.iter().any(|tag| tag == PROMPT_TAG))
+            .filter(|t| t.server() == server && t.tags().iter().any(|tag| tag == PROMPT_TAG))
             .count();
         (count > 0).then_some(count)
     }
@@ -279,8 +279,8 @@ impl PromptIndex {
         let public = |name: &mut String| {
             let naming = engine.naming();
             if let Some(tool) = engine.catalog().resolve(name, naming) {
-                if tool.tags.iter().any(|t| t == TEMPLATE_TAG) {
-                    *name = crate::resources::public_uri(&tool.server, &tool.name);
+                if tool.tags().iter().any(|t| t == TEMPLATE_TAG) {
+                    *name = crate::resources::public_uri(tool.server(), tool.name());
                 }
             }
         };

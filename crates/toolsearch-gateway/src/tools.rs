@@ -455,8 +455,8 @@ impl ToolCalls {
         let outcome = self
             .upstreams
             .call_with_timeout(
-                &tool.server,
-                &tool.name,
+                tool.server(),
+                tool.name(),
                 arguments,
                 cancel,
                 self.call_timeout,
@@ -464,7 +464,7 @@ impl ToolCalls {
             )
             .await
             .map(|mut result| {
-                resources::rewrite_call_result(&mut result, &tool.server);
+                resources::rewrite_call_result(&mut result, tool.server());
                 result
             });
         let failed = outcome
@@ -472,7 +472,7 @@ impl ToolCalls {
             .map_or(true, |result| result.is_error == Some(true));
         self.observer
             .metrics()
-            .call(&tool.server, started.elapsed().as_secs_f64(), failed);
+            .call(tool.server(), started.elapsed().as_secs_f64(), failed);
         match outcome {
             Ok(result) => {
                 let shelf = self.sessions.state_key(session);
@@ -481,7 +481,7 @@ impl ToolCalls {
                     .await
             }
             Err(e) => {
-                tracing::warn!(session, server = %tool.server, tool = %tool.name, error = %e, "call failed");
+                tracing::warn!(session, server = %tool.server(), tool = %tool.name(), error = %e, "call failed");
                 error_text(&e)
             }
         }

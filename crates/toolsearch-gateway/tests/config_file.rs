@@ -76,16 +76,16 @@ callTimeoutSecs = 30
     }
     let everything = engine.catalog().server_tools("everything").to_vec();
     assert_eq!(everything.len(), 1, "only echo is selected");
-    assert_eq!(everything[0].name, "echo");
-    assert_eq!(everything[0].category.as_deref(), Some("testing"));
-    assert_eq!(everything[0].defer, DeferPolicy::Never);
+    assert_eq!(everything[0].name(), "echo");
+    assert_eq!(everything[0].category(), Some("testing"));
+    assert_eq!(everything[0].defer(), DeferPolicy::Never);
     assert!(manager.raw_tools("everything").unwrap().len() > 1);
 
     let paged = engine.catalog().server_tools("paged").to_vec();
     assert_eq!(paged.len(), 5);
-    assert!(paged.iter().all(|t| t.name.starts_with("tool_")));
-    assert!(paged.iter().all(|t| t.tags == ["paging", "python"]));
-    assert!(paged.iter().all(|t| t.defer == DeferPolicy::Automatic));
+    assert!(paged.iter().all(|t| t.name().starts_with("tool_")));
+    assert!(paged.iter().all(|t| t.tags() == ["paging", "python"]));
+    assert!(paged.iter().all(|t| t.defer() == DeferPolicy::Automatic));
     assert_eq!(engine.catalog().len(), 6);
 
     let err = manager

@@ -17,7 +17,7 @@ fn args(value: serde_json::Value) -> Option<serde_json::Map<String, serde_json::
 }
 
 fn names(tools: &[toolsearch_core::Tool]) -> Vec<String> {
-    tools.iter().map(|t| t.name.clone()).collect()
+    tools.iter().map(|t| t.name().to_owned()).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -28,10 +28,10 @@ async fn everything_over_stdio_lists_and_calls() {
     let tools = manager.server_tools("everything").unwrap();
     let tool_names = names(&tools);
     assert!(tool_names.contains(&"echo".to_string()), "{tool_names:?}");
-    let echo = tools.iter().find(|t| t.name == "echo").unwrap();
-    assert_eq!(echo.server, "everything");
+    let echo = tools.iter().find(|t| t.name() == "echo").unwrap();
+    assert_eq!(echo.server(), "everything");
     assert_eq!(
-        echo.input_schema.to_value()["properties"]["message"]["type"],
+        echo.input_schema().to_value()["properties"]["message"]["type"],
         "string"
     );
     assert!(manager.pid("everything").is_some());
@@ -180,8 +180,14 @@ async fn time_server_over_stdio() {
         tool_names.contains(&"convert_time".to_string()),
         "{tool_names:?}"
     );
-    let get_time = tools.iter().find(|t| t.name == "get_current_time").unwrap();
-    assert!(get_time.annotations.is_some(), "read-only annotation kept");
+    let get_time = tools
+        .iter()
+        .find(|t| t.name() == "get_current_time")
+        .unwrap();
+    assert!(
+        get_time.annotations().is_some(),
+        "read-only annotation kept"
+    );
 
     let result = guard(
         "get_current_time",
@@ -260,7 +266,7 @@ async fn pagination_list_changed_and_results_pass_through() {
         loop {
             match events.recv().await {
                 Ok(UpstreamEvent::ToolsChanged { server, tools })
-                    if server == "paged" && tools.iter().any(|t| t.name == "fresh_tool") =>
+                    if server == "paged" && tools.iter().any(|t| t.name() == "fresh_tool") =>
                 {
                     break tools
                 }

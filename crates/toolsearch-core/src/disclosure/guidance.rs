@@ -59,8 +59,8 @@ pub fn guidance(preset: Preset, active: bool, tools: &[&Tool], shown: usize) -> 
         text.push('.');
     } else {
         let mut servers: BTreeMap<String, usize> = BTreeMap::new();
-        for tool in tools.iter().filter(|t| !t.server.is_empty()) {
-            *servers.entry(tool.server.clone()).or_default() += 1;
+        for tool in tools.iter().filter(|t| !t.server().is_empty()) {
+            *servers.entry(tool.server().to_owned()).or_default() += 1;
         }
         if servers.len() > 1 {
             let servers: Vec<(String, usize)> = servers.into_iter().collect();
@@ -76,8 +76,8 @@ pub fn guidance(preset: Preset, active: bool, tools: &[&Tool], shown: usize) -> 
 fn categories(tools: &[&Tool]) -> Vec<(String, usize)> {
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for tool in tools {
-        if let Some(category) = &tool.category {
-            *counts.entry(category.clone()).or_default() += 1;
+        if let Some(category) = tool.category() {
+            *counts.entry(category.to_owned()).or_default() += 1;
         }
     }
     counts.into_iter().collect()

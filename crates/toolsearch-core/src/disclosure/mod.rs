@@ -131,14 +131,14 @@ impl ExposedTool {
     fn catalog(tool: &Arc<Tool>, engine: &SearchEngine, exposure: Exposure) -> Self {
         let input_schema = match exposure {
             Exposure::Stub => stub_schema(),
-            _ => tool.input_schema.to_value(),
+            _ => tool.input_schema().to_value(),
         };
         Self {
             name: engine.naming().tool_name(tool),
-            description: tool.description.clone(),
+            description: tool.description().to_owned(),
             input_schema,
             output_schema: None,
-            annotations: tool.annotations.as_deref().cloned(),
+            annotations: tool.annotations().cloned(),
             exposure,
             tool: Some(tool.clone()),
         }
@@ -304,7 +304,7 @@ impl Disclosure {
         if self.config.preset == Preset::Passthrough {
             return false;
         }
-        match tool.defer {
+        match tool.defer() {
             DeferPolicy::Never => false,
             DeferPolicy::Automatic => active,
             DeferPolicy::Always => true,
@@ -353,7 +353,7 @@ impl Disclosure {
             && engine
                 .catalog()
                 .tools()
-                .any(|t| t.category.is_some() && scope.allows_tool(t, engine.naming()));
+                .any(|t| t.category().is_some() && scope.allows_tool(t, engine.naming()));
         MetaTool::for_preset(self.config.preset, with_categories)
     }
 
@@ -472,7 +472,7 @@ impl Disclosure {
                         .unwrap_or(usize::MAX)
                 };
                 // Stable sort: within a rank, catalog order (servers by name, tools as listed).
-                deferred.sort_by_key(|t| rank(&t.server));
+                deferred.sort_by_key(|t| rank(t.server()));
             }
         }
         deferred
@@ -664,13 +664,13 @@ impl Disclosure {
                 json_kind(&arguments)
             ));
         } else {
-            problems = tool_schema_problems(&tool.input_schema, &arguments);
+            problems = tool_schema_problems(tool.input_schema(), &arguments);
         }
         if !problems.is_empty() {
             return Err(Error::InvalidArguments {
                 tool: engine.naming().tool_name(&tool),
                 problems: problems.join("; "),
-                schema: tool.input_schema.to_value(),
+                schema: tool.input_schema().to_value(),
             });
         }
         Ok((tool, arguments))

@@ -125,18 +125,19 @@ impl Parts {
 }
 
 fn compose(tool: &Tool, limits: &EmbedTextLimits, parts: Parts) -> String {
-    let mut text = split_identifier(&tool.server);
-    let name = split_identifier(&tool.name);
+    let mut text = split_identifier(tool.server());
+    let name = split_identifier(tool.name());
     if !text.is_empty() && !name.is_empty() {
         text.push(' ');
     }
     text.push_str(&name);
     if parts.labels {
         let labels: Vec<String> = tool
-            .category
+            .category()
             .iter()
-            .chain(&tool.tags)
-            .map(|label| collapse_whitespace(label))
+            .copied()
+            .chain(tool.tags().iter().map(String::as_str))
+            .map(collapse_whitespace)
             .filter(|label| !label.is_empty())
             .collect();
         let labels = labels.join(", ");
@@ -151,7 +152,7 @@ fn compose(tool: &Tool, limits: &EmbedTextLimits, parts: Parts) -> String {
         }
     }
     if parts.description {
-        let description = collapse_whitespace(&tool.description);
+        let description = collapse_whitespace(tool.description());
         let description = clip(&description, limits.max_description_chars);
         if !description.is_empty() {
             if !text.is_empty() {

@@ -131,7 +131,7 @@ pub fn parse_catalog(
                         };
                         list.into_iter().map(move |t| {
                             let mut tool = t.into_tool();
-                            tool.server = server.clone();
+                            tool.set_server(&server);
                             tool
                         })
                     })
@@ -287,14 +287,13 @@ impl McpTool {
             (None, Some(true)) => DeferPolicy::Always,
             _ => DeferPolicy::Automatic,
         };
-        Tool {
-            server: self.server.unwrap_or_default(),
-            input_schema: self.input_schema.unwrap_or_default(),
-            category: self.category,
-            tags: self.tags.unwrap_or_default(),
-            defer,
-            ..Tool::from_mcp(self.name, self.description, self.title, self.annotations)
-        }
+        let mut tool = Tool::from_mcp(self.name, self.description, self.title, self.annotations)
+            .with_server(self.server.unwrap_or_default())
+            .with_input_schema(self.input_schema.unwrap_or_default())
+            .with_defer(defer);
+        tool.set_category(self.category);
+        tool.set_tags(self.tags.unwrap_or_default());
+        tool
     }
 }
 

@@ -94,8 +94,8 @@ const REGEX_FIELD_WEIGHTS: [(Field, f32); 3] = [
 
 fn regex_field_matches(regex: &Regex, tool: &Tool, field: Field) -> bool {
     match field {
-        Field::Name => regex.is_match(&tool.name),
-        Field::Description => regex.is_match(&tool.description),
+        Field::Name => regex.is_match(tool.name()),
+        Field::Description => regex.is_match(tool.description()),
         _ => tool
             .parameters()
             .iter()

@@ -34,21 +34,23 @@ impl Filters {
 
     /// Whether `tool` passes; `naming` is the catalog's, for patterns that name public names.
     pub fn matches(&self, tool: &Tool, naming: &Naming) -> bool {
-        (self.servers.is_empty() || self.servers.iter().any(|s| s == &tool.server))
+        (self.servers.is_empty() || self.servers.iter().any(|s| s == tool.server()))
             && (self.categories.is_empty()
                 || tool
-                    .category
+                    .category()
                     .as_ref()
                     .is_some_and(|c| self.categories.iter().any(|w| w.eq_ignore_ascii_case(c))))
             && (self.tags.is_empty()
                 || tool
-                    .tags
+                    .tags()
                     .iter()
                     .any(|t| self.tags.iter().any(|w| w.eq_ignore_ascii_case(t))))
-            && self
-                .visible
-                .as_ref()
-                .is_none_or(|v| v.contains(&ToolId::new(tool.server.clone(), tool.name.clone())))
+            && self.visible.as_ref().is_none_or(|v| {
+                v.contains(&ToolId::new(
+                    tool.server().to_owned(),
+                    tool.name().to_owned(),
+                ))
+            })
             && (self.patterns.is_empty()
                 || self.patterns.iter().any(|p| p.matches(&tool.id(), naming)))
             && self.scope.allows_tool(tool, naming)

@@ -269,7 +269,7 @@ impl ToolIndex {
             .copied()
             .filter(|&slot| {
                 self.tool(slot)
-                    .is_some_and(|t| t.name.to_lowercase() == wanted)
+                    .is_some_and(|t| t.name().to_lowercase() == wanted)
             })
             .collect()
     }
@@ -324,7 +324,7 @@ impl ToolIndex {
                     self.postings.note_removed(entries);
                 }
                 self.name_words.note_removed(slot);
-                self.by_name.remove(&tool.name, slot);
+                self.by_name.remove(tool.name(), slot);
                 for (sum, len) in self.length_sums.iter_mut().zip(self.lengths[slot as usize]) {
                     *sum -= u64::from(len);
                 }
@@ -353,17 +353,17 @@ impl ToolIndex {
             *sum += u64::from(len);
         }
         self.by_server
-            .entry(tool.server.clone())
+            .entry(tool.server().to_owned())
             .or_default()
             .push(slot);
-        self.by_name.insert(&tool.name, slot);
+        self.by_name.insert(tool.name(), slot);
         let next_number = self.server_numbers.len() as u32;
-        let server = if tool.server.is_empty() {
+        let server = if tool.server().is_empty() {
             NO_SERVER
         } else {
             *self
                 .server_numbers
-                .entry(tool.server.clone())
+                .entry(tool.server().to_owned())
                 .or_insert(next_number)
         };
         self.slot_servers.push(server);
@@ -680,7 +680,11 @@ mod changes_tests {
     /// Every query word's BM25F score, proximity and phrase matches, by tool name.
     fn answers(index: &ToolIndex) -> Vec<(String, Vec<(String, u32)>)> {
         let config = SearchConfig::default();
-        let name = |slot: u32| index.tool(slot).map_or(String::new(), |t| t.name.clone());
+        let name = |slot: u32| {
+            index
+                .tool(slot)
+                .map_or(String::new(), |t| t.name().to_owned())
+        };
         let mut out = Vec::new();
         for word in [
             "mail", "files", "file", "weather", "forecast", "contact", "list",

@@ -326,7 +326,10 @@ impl SearchEngine {
     ) -> Result<Self> {
         let mut grouped: std::collections::BTreeMap<String, Vec<Tool>> = Default::default();
         for tool in tools {
-            grouped.entry(tool.server.clone()).or_default().push(tool);
+            grouped
+                .entry(tool.server().to_owned())
+                .or_default()
+                .push(tool);
         }
         let catalog = Catalog::from_tools(
             grouped
@@ -1091,7 +1094,7 @@ impl SearchEngine {
                     .filter(|&slot| {
                         self.index
                             .tool(slot)
-                            .is_some_and(|t| t.server.eq_ignore_ascii_case(&id.server))
+                            .is_some_and(|t| t.server().eq_ignore_ascii_case(&id.server))
                     }),
             );
         }
@@ -1113,7 +1116,7 @@ impl SearchEngine {
         let name = |slot: u32| {
             self.index
                 .tool(slot)
-                .map(|t| (t.name.as_str(), t.server.as_str()))
+                .map(|t| (t.name(), t.server()))
                 .unwrap_or_default()
         };
         b.exact
@@ -1178,7 +1181,7 @@ impl SearchEngine {
             .tools()
             .filter(|t| request.filters.matches(t, self.naming()))
             .collect();
-        all.sort_by(|a, b| (&a.server, &a.name).cmp(&(&b.server, &b.name)));
+        all.sort_by(|a, b| (a.server(), a.name()).cmp(&(b.server(), b.name())));
         SearchResponse {
             query: request.query.clone(),
             mode: request.mode,
@@ -1223,11 +1226,11 @@ impl SearchEngine {
                 .map(|(name, count)| CountedName { name, count })
                 .collect::<Vec<_>>()
         };
-        let categories = count(|t| t.category.as_deref());
+        let categories = count(|t| t.category());
         if !categories.is_empty() {
             return Fallback::Categories { categories };
         }
-        let servers = count(|t| (!t.server.is_empty()).then_some(t.server.as_str()));
+        let servers = count(|t| (!t.server().is_empty()).then_some(t.server()));
         if servers.len() > 1 {
             return Fallback::Servers { servers };
         }

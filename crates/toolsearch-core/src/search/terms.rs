@@ -140,22 +140,21 @@ impl Vocabulary {
         };
         let params = tool.parameters();
         let mut fields: [Vec<WordToken>; FIELD_COUNT] = Default::default();
-        fields[Field::Name as usize] = text(self, &mut std::iter::once(tool.name.as_str()), false)?;
+        fields[Field::Name as usize] = text(self, &mut std::iter::once(tool.name()), false)?;
         fields[Field::Description as usize] =
-            text(self, &mut std::iter::once(tool.description.as_str()), true)?;
+            text(self, &mut std::iter::once(tool.description()), true)?;
         fields[Field::ParamNames as usize] =
             text(self, &mut params.iter().map(|(n, _)| n.as_str()), false)?;
         fields[Field::ParamDescriptions as usize] =
             text(self, &mut params.iter().map(|(_, d)| d.as_str()), true)?;
-        fields[Field::Server as usize] =
-            text(self, &mut std::iter::once(tool.server.as_str()), false)?;
+        fields[Field::Server as usize] = text(self, &mut std::iter::once(tool.server()), false)?;
         fields[Field::Category as usize] = text(
             self,
-            &mut std::iter::once(tool.category.as_deref().unwrap_or_default()),
+            &mut std::iter::once(tool.category().unwrap_or_default()),
             false,
         )?;
         fields[Field::Tags as usize] =
-            text(self, &mut tool.tags.iter().map(String::as_str), false)?;
+            text(self, &mut tool.tags().iter().map(String::as_str), false)?;
         let name_words = fields[Field::Name as usize]
             .iter()
             .filter(|t| {
@@ -377,10 +376,13 @@ mod tests {
                 .collect()
         };
         let params = tool.parameters();
-        assert_eq!(words(Field::Name), expected(&[analyzer.tokens(&tool.name)]));
+        assert_eq!(
+            words(Field::Name),
+            expected(&[analyzer.tokens(tool.name())])
+        );
         assert_eq!(
             words(Field::Description),
-            expected(&[analyzer.content_tokens(&tool.description)])
+            expected(&[analyzer.content_tokens(tool.description())])
         );
         let names: Vec<_> = params.iter().map(|(n, _)| analyzer.tokens(n)).collect();
         assert_eq!(words(Field::ParamNames), expected(&names));
@@ -397,7 +399,7 @@ mod tests {
             words(Field::Category),
             expected(&[analyzer.tokens("Storage & Files")])
         );
-        let tags: Vec<_> = tool.tags.iter().map(|t| analyzer.tokens(t)).collect();
+        let tags: Vec<_> = tool.tags().iter().map(|t| analyzer.tokens(t)).collect();
         assert_eq!(words(Field::Tags), expected(&tags));
         assert!(words(Field::Tags).iter().any(|(raw, _, _)| raw == "été"));
     }

@@ -86,7 +86,7 @@ fn standout_reads_how_far_the_best_stands_out() {
 fn everyday_engine() -> SearchEngine {
     let tool = |server: &str, name: &str, description: &str| {
         let mut tool = Tool::new(name, description);
-        tool.server = server.to_string();
+        tool.set_server(server);
         tool
     };
     SearchEngine::from_tools([

@@ -454,7 +454,7 @@ fn passthrough_sends_everything_without_meta_tools() {
         .dispatch("s", "read_file", json!({"path": "/a"}), &engine)
         .unwrap()
     {
-        Dispatch::Call { tool, .. } => assert_eq!(tool.name, "read_file"),
+        Dispatch::Call { tool, .. } => assert_eq!(tool.name(), "read_file"),
         other => panic!("unexpected {other:?}"),
     }
 }
@@ -526,11 +526,11 @@ fn prepare_call_resolves_and_validates() {
     let (tool, args) = d
         .prepare_call("weather___get_weather", json!({"city": "Oslo"}), &engine)
         .unwrap();
-    assert_eq!(tool.name, "get_weather");
+    assert_eq!(tool.name(), "get_weather");
     assert_eq!(args, json!({"city": "Oslo"}));
     // A unique bare name resolves too; null arguments count as {} for a tool without required fields.
     let (tool, args) = d.prepare_call("list_tables", Value::Null, &engine).unwrap();
-    assert_eq!(tool.server, "db");
+    assert_eq!(tool.server(), "db");
     assert_eq!(args, json!({}));
 }
 
@@ -688,7 +688,7 @@ fn call_tool_runs_the_executor_with_validated_arguments() {
             "s",
             json!({"name": "weather___get_weather", "arguments": {"city": "Oslo"}}),
             &engine,
-            |tool, args| json!({"ran": tool.name, "city": args["city"]}),
+            |tool, args| json!({"ran": tool.name(), "city": args["city"]}),
         )
         .unwrap();
     assert_eq!(result, json!({"ran": "get_weather", "city": "Oslo"}));
@@ -727,7 +727,7 @@ fn dispatch_routes_meta_tools_call_tool_and_direct_calls() {
         .unwrap()
     {
         Dispatch::Call { tool, arguments } => {
-            assert_eq!(tool.name, "send_message");
+            assert_eq!(tool.name(), "send_message");
             assert_eq!(arguments["channel"], "c");
         }
         other => panic!("unexpected {other:?}"),

@@ -16,7 +16,13 @@ fn detected(text: &str) -> CatalogFormat {
 fn summary(tools: &[Tool]) -> Vec<(String, String, String)> {
     tools
         .iter()
-        .map(|t| (t.server.clone(), t.name.clone(), t.description.clone()))
+        .map(|t| {
+            (
+                t.server().to_owned(),
+                t.name().to_owned(),
+                t.description().to_owned(),
+            )
+        })
         .collect()
 }
 
@@ -57,15 +63,15 @@ fn mcp_tools_list_result() {
             row("", "ping", "")
         ]
     );
-    assert_eq!(tools[0].input_schema, city_schema());
-    assert_eq!(tools[0].category.as_deref(), Some("Data"));
-    assert_eq!(tools[0].tags, vec!["forecast", "nested"]);
-    let annotations = tools[0].annotations.as_ref().unwrap();
+    assert_eq!(*tools[0].input_schema(), city_schema());
+    assert_eq!(tools[0].category(), Some("Data"));
+    assert_eq!(tools[0].tags(), vec!["forecast", "nested"]);
+    let annotations = tools[0].annotations().unwrap();
     assert_eq!(annotations["title"], "Weather");
     assert_eq!(annotations["readOnlyHint"], true);
     // A tool without a schema takes no arguments.
     assert_eq!(
-        tools[1].input_schema,
+        *tools[1].input_schema(),
         json!({"type": "object", "properties": {}})
     );
     assert_eq!(detected(MCP_WRAPPED), CatalogFormat::Mcp);
@@ -80,7 +86,7 @@ fn mcp_bare_array() {
         summary(&tools),
         vec![row("", "get_weather", "Current weather")]
     );
-    assert_eq!(tools[0].input_schema, city_schema());
+    assert_eq!(*tools[0].input_schema(), city_schema());
     assert_eq!(detected(text), CatalogFormat::Mcp);
     assert!(parse("[]").is_empty());
 }
@@ -100,7 +106,7 @@ fn openai_chat_completions_tools() {
             row("", "now", "")
         ]
     );
-    assert_eq!(tools[0].input_schema, city_schema());
+    assert_eq!(*tools[0].input_schema(), city_schema());
     assert_eq!(detected(text), CatalogFormat::OpenAi);
     let wrapped = format!(r#"{{"tools": {text}}}"#);
     assert_eq!(summary(&parse(&wrapped)), summary(&tools));
@@ -117,7 +123,7 @@ fn openai_responses_tools() {
         summary(&tools),
         vec![row("", "get_weather", "Current weather")]
     );
-    assert_eq!(tools[0].input_schema, city_schema());
+    assert_eq!(*tools[0].input_schema(), city_schema());
     assert_eq!(detected(text), CatalogFormat::OpenAi);
 }
 
@@ -130,7 +136,7 @@ fn anthropic_tools() {
         summary(&tools),
         vec![row("", "get_weather", "Current weather")]
     );
-    assert_eq!(tools[0].input_schema, city_schema());
+    assert_eq!(*tools[0].input_schema(), city_schema());
     assert_eq!(detected(text), CatalogFormat::Anthropic);
     let wrapped = format!(r#"{{"tools": {text}}}"#);
     assert_eq!(parse(&wrapped), tools);
@@ -155,23 +161,20 @@ fn gemini_function_declarations() {
         ]
     );
     assert_eq!(
-        tools[0].input_schema,
+        *tools[0].input_schema(),
         json!({"type": "object", "properties": {
             "city": {"type": "string", "description": "City name"},
             "days": {"type": "array", "items": {"type": "integer"}}}})
     );
     assert_eq!(
-        tools[1].input_schema.to_value()["properties"]["q"]["type"],
+        tools[1].input_schema().to_value()["properties"]["q"]["type"],
         "string"
     );
     assert_eq!(detected(text), CatalogFormat::Gemini);
 
     let array = format!("[{text}, {{\"functionDeclarations\": [{{\"name\": \"extra\"}}]}}]");
     assert_eq!(
-        parse(&array)
-            .iter()
-            .map(|t| t.name.as_str())
-            .collect::<Vec<_>>(),
+        parse(&array).iter().map(|t| t.name()).collect::<Vec<_>>(),
         vec!["get_weather", "raw", "extra"]
     );
     assert_eq!(detected(&array), CatalogFormat::Gemini);
@@ -179,7 +182,7 @@ fn gemini_function_declarations() {
     let bare = r#"[{"name": "get_weather", "description": "Current weather",
         "parameters": {"type": "OBJECT", "properties": {"city": {"type": "STRING", "description": "City name"}}, "required": ["city"]}}]"#;
     assert_eq!(detected(bare), CatalogFormat::Gemini);
-    assert_eq!(parse(bare)[0].input_schema, city_schema());
+    assert_eq!(*parse(bare)[0].input_schema(), city_schema());
 }
 
 #[test]
@@ -197,7 +200,7 @@ fn multi_server_object() {
             row("weather", "get_weather", "Current weather"),
         ]
     );
-    assert_eq!(tools[1].input_schema, city_schema());
+    assert_eq!(*tools[1].input_schema(), city_schema());
     assert_eq!(detected(text), CatalogFormat::Multi);
 }
 
@@ -217,8 +220,8 @@ fn multi_server_array() {
             row("github", "create_issue", "Open an issue"),
         ]
     );
-    assert_eq!(tools[0].input_schema, city_schema());
-    assert_eq!(tools[0].category.as_deref(), Some("Data"));
+    assert_eq!(*tools[0].input_schema(), city_schema());
+    assert_eq!(tools[0].category(), Some("Data"));
     assert_eq!(detected(text), CatalogFormat::Multi);
 }
 
@@ -228,7 +231,7 @@ fn the_example_catalog_reads() {
     let text = std::fs::read_to_string(path).unwrap();
     let tools = parse_catalog(&text, path, None).unwrap();
     assert_eq!(tools.len(), 29);
-    assert!(tools.iter().all(|t| !t.server.is_empty()));
+    assert!(tools.iter().all(|t| !t.server().is_empty()));
     Catalog::from_tools(tools).unwrap();
 }
 
@@ -239,14 +242,14 @@ fn a_format_can_be_forced() {
         "parameters": {"type": "object", "properties": {"city": {"type": "string", "description": "City name"}}, "required": ["city"]}}]"#;
     for format in [CatalogFormat::OpenAi, CatalogFormat::Gemini] {
         let tools = parse_catalog(text, "f.json", Some(format)).unwrap();
-        assert_eq!(tools[0].name, "get_weather");
-        assert_eq!(tools[0].input_schema, city_schema());
+        assert_eq!(tools[0].name(), "get_weather");
+        assert_eq!(*tools[0].input_schema(), city_schema());
     }
     // An array with servers is multi-server by detection; forced to MCP it still reads.
     let multi = r#"[{"name": "a", "server": "s"}]"#;
     assert_eq!(detected(multi), CatalogFormat::Multi);
     let tools = parse_catalog(multi, "f.json", Some(CatalogFormat::Mcp)).unwrap();
-    assert_eq!(tools[0].name, "a");
+    assert_eq!(tools[0].name(), "a");
     // Forcing a format the document does not have is an error that says what was expected.
     match parse_catalog(MCP_WRAPPED, "tools.json", Some(CatalogFormat::Gemini)) {
         Err(err @ Error::CatalogShape { .. }) => {

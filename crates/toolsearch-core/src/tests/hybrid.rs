@@ -93,7 +93,7 @@ fn search(engine: &SearchEngine, query: &str, mode: SearchMode) -> Vec<(String, 
         .iter()
         .map(|hit| {
             let by_meaning = hit.matched_on.iter().any(|m| m.field == MatchedOn::MEANING);
-            (hit.tool.name.clone(), hit.score, by_meaning)
+            (hit.tool.name().to_owned(), hit.score, by_meaning)
         })
         .collect()
 }
@@ -402,7 +402,7 @@ fn a_words_only_first_result_keeps_the_meanings_first_beside_it() {
                 .top_band(0.0),
         )
         .unwrap();
-    assert_eq!(all.tools[0].tool.name, "search_files", "{:?}", all.tools);
+    assert_eq!(all.tools[0].tool.name(), "search_files", "{:?}", all.tools);
     // A band that the guess falls under: without the rule only `search_files` is left.
     let banded = engine
         .search(
@@ -411,7 +411,7 @@ fn a_words_only_first_result_keeps_the_meanings_first_beside_it() {
                 .top_band(0.9),
         )
         .unwrap();
-    let names: Vec<&str> = banded.tools.iter().map(|h| h.tool.name.as_str()).collect();
+    let names: Vec<&str> = banded.tools.iter().map(|h| h.tool.name()).collect();
     assert_eq!(names.len(), 2, "{names:?}");
     assert_eq!(names[0], "search_files");
     assert!(names[1].starts_with("get_"), "{names:?}");

@@ -53,6 +53,6 @@ fn deep_nesting_in_the_corpus_still_finds_the_tool() {
         let response = engine
             .search(&SearchRequest::new(query.as_str()).limit(5))
             .unwrap();
-        assert_eq!(response.tools[0].tool.name, "create_issue");
+        assert_eq!(response.tools[0].tool.name(), "create_issue");
     }
 }

@@ -53,9 +53,9 @@ fn assert_mentions_none_outside(engine: &SearchEngine, scope: &Scope, text: &str
             continue;
         }
         assert!(
-            !text.contains(&tool.name),
+            !text.contains(tool.name()),
             "`{}` is outside the scope but appears in: {text}",
-            tool.name
+            tool.name()
         );
     }
 }
@@ -206,7 +206,7 @@ fn resolution_and_suggestions_stay_in_scope() {
     assert!(engine.resolve_in("weather___get_weather", &scope).is_none());
     assert!(engine.resolve_in("get_weather", &scope).is_none());
     assert_eq!(
-        engine.resolve_in("read_file", &scope).unwrap().server,
+        engine.resolve_in("read_file", &scope).unwrap().server(),
         "files"
     );
     assert!(engine.resolve_in("write_file", &scope).is_none());
@@ -229,7 +229,7 @@ fn resolution_and_suggestions_stay_in_scope() {
     .unwrap();
     assert!(shared.resolve("search").is_none());
     let b = shared.resolve_in("search", &scope_of(&["b:*"])).unwrap();
-    assert_eq!(b.server, "b");
+    assert_eq!(b.server(), "b");
     assert!(shared.resolve_in("search", &Scope::none()).is_none());
 }
 
@@ -401,7 +401,7 @@ fn a_call_outside_the_scope_answers_as_an_unknown_tool() {
         )
         .unwrap()
     {
-        Dispatch::Call { tool, .. } => assert_eq!(tool.name, "read_file"),
+        Dispatch::Call { tool, .. } => assert_eq!(tool.name(), "read_file"),
         other => panic!("expected a call, got {other:?}"),
     }
     // The library face checks the scope too.

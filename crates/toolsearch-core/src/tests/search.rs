@@ -323,7 +323,7 @@ fn the_exact_name_ranks_first_in_all_four_spellings() {
     }
     let r = search(&e, "web___find");
     assert_eq!(ids(&r)[0], "web/find");
-    let db = r.tools.iter().find(|h| h.tool.server == "db").unwrap();
+    let db = r.tools.iter().find(|h| h.tool.server() == "db").unwrap();
     assert!(db.score < 1.0, "only the named server's tool is exact");
     // The bonus also applies in regex mode.
     let r = run(&e, &SearchRequest::new("find").mode(SearchMode::Regex));
@@ -576,7 +576,7 @@ fn scored(engine: &SearchEngine, request: &SearchRequest) -> Vec<(String, f32)> 
     run(engine, request)
         .tools
         .iter()
-        .map(|h| (h.tool.name.clone(), h.score))
+        .map(|h| (h.tool.name().to_owned(), h.score))
         .collect()
 }
 
@@ -600,7 +600,7 @@ fn scores_are_normalised_to_0_1() {
             assert!(
                 (0.0..=1.0).contains(&hit.score),
                 "{query}: {} scored {}",
-                hit.tool.name,
+                hit.tool.name(),
                 hit.score
             );
         }
@@ -748,7 +748,7 @@ fn generated(
                 &format!("tool_{i:03}"),
                 "Generated entry",
             );
-            t.category = category(i);
+            t.set_category(category(i));
             t
         })
         .collect()
@@ -878,7 +878,7 @@ fn replace_server_updates_the_index() {
     );
     assert!(old.tools.is_empty());
     assert_eq!(found(&e, "sprocket"), vec!["new_sprocket"]);
-    assert_eq!(search(&e, "sprocket").tools[0].tool.server, "alpha");
+    assert_eq!(search(&e, "sprocket").tools[0].tool.server(), "alpha");
     assert_eq!(found(&e, "widget"), vec!["beta_widget"]);
     assert_eq!(found(&e, "lantern"), before_beta);
     assert_eq!(e.catalog().len(), 3);
@@ -926,7 +926,7 @@ fn many_replacements_keep_the_index_consistent() {
     assert!(search(&e, "marker3")
         .tools
         .iter()
-        .all(|h| h.tool.name == "item_19"));
+        .all(|h| h.tool.name() == "item_19"));
     assert_eq!(found(&e, "fort"), vec!["anchor_tool"]);
     assert_eq!(search(&e, "").total_matches, 2);
 }
@@ -966,7 +966,7 @@ fn matched_on_names_fields_and_terms() {
     ]);
     let r = search(&e, "weather forecast town");
     let hit = &r.tools[0];
-    assert_eq!(hit.tool.name, "get_weather");
+    assert_eq!(hit.tool.name(), "get_weather");
     assert!(
         hit.matched_on.contains(&matched("name", &["weather"])),
         "{:?}",
@@ -1094,7 +1094,7 @@ fn a_stronger_match_is_not_tied_with_a_weaker_one() {
         "{:?}",
         r.tools
             .iter()
-            .map(|h| (&h.tool.name, h.score))
+            .map(|h| (h.tool.name(), h.score))
             .collect::<Vec<_>>()
     );
 }

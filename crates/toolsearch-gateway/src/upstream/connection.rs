@@ -1240,7 +1240,7 @@ pub fn to_core_tool(server: &str, tool: &rmcp::model::Tool) -> Tool {
     )
     .with_server(server);
     // Written straight to compact text; no copy of the schema tree.
-    out.input_schema = ToolSchema::from_object(&tool.input_schema);
+    out.set_input_schema(ToolSchema::from_object(&tool.input_schema));
     out
 }
 
@@ -1323,17 +1323,14 @@ mod tests {
         }))
         .unwrap();
         let tool = to_core_tool("everything", &raw);
-        assert_eq!(tool.server, "everything");
-        assert_eq!(tool.name, "echo");
-        assert_eq!(tool.description, "Echoes back the input");
+        assert_eq!(tool.server(), "everything");
+        assert_eq!(tool.name(), "echo");
+        assert_eq!(tool.description(), "Echoes back the input");
         assert_eq!(
-            tool.input_schema.to_value()["properties"]["message"]["type"],
+            tool.input_schema().to_value()["properties"]["message"]["type"],
             "string"
         );
-        assert_eq!(
-            tool.annotations.as_deref(),
-            Some(&json!({"readOnlyHint": true}))
-        );
+        assert_eq!(tool.annotations(), Some(&json!({"readOnlyHint": true})));
     }
 
     #[test]
@@ -1343,11 +1340,8 @@ mod tests {
         }))
         .unwrap();
         let tool = to_core_tool("s", &raw);
-        assert_eq!(tool.description, "A title");
-        assert_eq!(
-            tool.annotations.as_deref(),
-            Some(&json!({"title": "A title"}))
-        );
+        assert_eq!(tool.description(), "A title");
+        assert_eq!(tool.annotations(), Some(&json!({"title": "A title"})));
     }
 
     /// The same MCP tool from a live server and from a catalog file is the same tool.

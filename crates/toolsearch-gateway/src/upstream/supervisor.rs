@@ -182,8 +182,7 @@ impl Inner {
             tracing::warn!(target: "upstream", server = %slot.name, tool = ?r.name, "tool left out: {}", r.reason);
         }
         // The raw definitions of the tools kept, the first of each name.
-        let mut kept: std::collections::HashSet<&str> =
-            tools.iter().map(|t| t.name.as_str()).collect();
+        let mut kept: std::collections::HashSet<&str> = tools.iter().map(|t| t.name()).collect();
         let raw: Vec<rmcp::model::Tool> = raw
             .into_iter()
             .filter(|t| kept.remove(t.name.as_ref()))
@@ -192,7 +191,8 @@ impl Inner {
         // changed (servers often re-announce the same list).
         let renamed = {
             let before = read(&slot.tools);
-            before.len() != tools.len() || before.iter().zip(&tools).any(|(a, b)| a.name != b.name)
+            before.len() != tools.len()
+                || before.iter().zip(&tools).any(|(a, b)| a.name() != b.name())
         };
         if renamed && slot.state.borrow().is_ready() {
             tracing::info!(target: "upstream", server = %slot.name, tools = tools.len(), listed, left_out = rejected.len(), "tools changed");

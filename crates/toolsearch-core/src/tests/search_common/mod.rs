@@ -38,7 +38,11 @@ pub fn search(engine: &SearchEngine, query: &str) -> SearchResponse {
 
 /// Tool names of a response, best first.
 pub fn names(response: &SearchResponse) -> Vec<String> {
-    response.tools.iter().map(|h| h.tool.name.clone()).collect()
+    response
+        .tools
+        .iter()
+        .map(|h| h.tool.name().to_owned())
+        .collect()
 }
 
 /// `server/name` of a response's tools, best first.
@@ -46,7 +50,7 @@ pub fn ids(response: &SearchResponse) -> Vec<String> {
     response
         .tools
         .iter()
-        .map(|h| format!("{}/{}", h.tool.server, h.tool.name))
+        .map(|h| format!("{}/{}", h.tool.server(), h.tool.name()))
         .collect()
 }
 
