@@ -810,6 +810,47 @@ mod changes_tests {
     }
 
     #[test]
+    fn pairs_are_found_between_lists_of_any_lengths() {
+        // "common" in every tool, "rare" in every 20th, "half" in every other; each next to
+        // "common" in every third tool that has it.
+        let description = |i: usize, word: &str| {
+            if i.is_multiple_of(3) {
+                format!("the common {word} thing")
+            } else {
+                format!("the common one, far from {word}")
+            }
+        };
+        let tools: Vec<Arc<Tool>> = (0..600)
+            .map(|i| {
+                let text = match (i % 20, i % 2) {
+                    (0, _) => description(i, "rare half"),
+                    (_, 0) => description(i, "half"),
+                    _ => "the common word alone".to_string(),
+                };
+                Arc::new(Tool::new(format!("tool_{i}"), text).with_server("s"))
+            })
+            .collect();
+        let mut index = ToolIndex::new();
+        index.rebuild(tools.iter()).unwrap();
+        let fields = [Field::Description];
+        let expected = |every: usize| -> Vec<u32> {
+            (0..600u32)
+                .filter(|&i| (i as usize).is_multiple_of(every) && i.is_multiple_of(3))
+                .collect()
+        };
+        assert_eq!(index.pair_slots(&fields, "common", "rare", 3), expected(20));
+        assert_eq!(
+            index.pair_slots(&fields, "rare", "common", 3),
+            Vec::<u32>::new()
+        );
+        assert_eq!(index.pair_slots(&fields, "common", "half", 3), expected(2));
+        assert_eq!(
+            index.pair_slots(&fields, "half", "common", 3),
+            Vec::<u32>::new()
+        );
+    }
+
+    #[test]
     fn phrases_and_proximity_read_a_field_up_to_its_65535th_word() {
         // "send mail" at the start of the description; "fetch" the last word whose position is
         // kept (65,534), "page" thousands of words later, where positions are not kept: read as

@@ -478,6 +478,50 @@ mod tests {
     }
 
     #[test]
+    fn large_counts_and_their_positions_are_read_back_through_compaction() {
+        let mut vocabulary = Vocabulary::default();
+        let mut postings = Postings::default();
+        // Tool i holds "file" in its name and `repeats(i)` times in its description, up to 300
+        // times, across several checkpoints.
+        let repeats = |i: u32| [0, 1, 7, 8, 130, 300][(i % 6) as usize];
+        let count = 5 * CHECKPOINT as u32 + 3;
+        for i in 0..count {
+            let description = vec!["file"; repeats(i) as usize].join(" ");
+            let tool = Tool::new(format!("file_{i}"), format!("{description} tail"));
+            add(&mut postings, &mut vocabulary, i, &tool);
+        }
+        let file = vocabulary.id("file").unwrap();
+        let check = |postings: &Postings, kept: &dyn Fn(u32) -> bool| {
+            let counts: Vec<(u32, u16)> = postings
+                .entries(file)
+                .0
+                .iter()
+                .filter(|e| e.field() == Field::Description)
+                .map(|e| (e.slot, e.freq))
+                .collect();
+            let expected: Vec<(u32, u16)> = (0..count)
+                .filter(|&i| kept(i) && repeats(i) > 0)
+                .map(|i| (i, repeats(i) as u16))
+                .collect();
+            assert_eq!(counts, expected);
+            let found = positions(postings, file, Field::Description);
+            let expected: Vec<(u32, Vec<u32>)> = (0..count)
+                .filter(|&i| kept(i) && repeats(i) > 0)
+                .map(|i| (i, (0..repeats(i)).collect()))
+                .collect();
+            assert_eq!(found, expected);
+            // The name's entry follows each description's, and reads its own position.
+            let names = positions(postings, file, Field::Name);
+            assert!(names.iter().all(|(_, p)| p == &[0]));
+            assert_eq!(names.len(), (0..count).filter(|&i| kept(i)).count());
+        };
+        check(&postings, &|_| true);
+        postings.note_removed(1);
+        postings.compact(|slot| slot % 4 != 1);
+        check(&postings, &|i| i % 4 != 1);
+    }
+
+    #[test]
     fn compaction_drops_removed_slots_and_their_positions() {
         let mut vocabulary = Vocabulary::default();
         let mut postings = Postings::default();
