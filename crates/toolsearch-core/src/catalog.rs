@@ -290,7 +290,7 @@ pub fn validate_tools(server: &str, tools: Vec<Tool>) -> (Vec<Tool>, Vec<Rejecte
         } else if seen.contains(tool.name()) {
             Some(ToolRejection::DuplicateName)
         } else {
-            let depth = json_depth(tool.input_schema().as_str());
+            let depth = json_depth(tool.input_schema().text());
             (depth > MAX_SCHEMA_DEPTH).then_some(ToolRejection::SchemaTooDeep {
                 depth,
                 max: MAX_SCHEMA_DEPTH,

@@ -265,7 +265,7 @@ pub fn schema_problems(schema: &Value, instance: &Value) -> Vec<String> {
 /// first time it is compiled).
 pub fn tool_schema_problems(schema: &ToolSchema, instance: &Value) -> Vec<String> {
     problems(
-        compiled(schema.as_str(), || Some(schema.to_value())),
+        compiled(&schema.text(), || Some(schema.to_value())),
         instance,
     )
 }

@@ -1,7 +1,7 @@
 //! The one model of a tool that every part of the engine shares.
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{ser, Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
 use std::fmt;
@@ -387,14 +387,63 @@ impl<'de> Deserialize<'de> for Tool {
     }
 }
 
-/// A tool's input schema, held as its compact JSON text.
+/// A tool's input schema, held as its compact JSON text, compressed.
 ///
 /// A parsed `Value` tree (an `IndexMap` per object) takes several times the memory of its text,
 /// and a large catalog is mostly schemas that are only ever written back out. So the text is kept
 /// and parsed on demand ([`ToolSchema::to_value`]). Every constructor goes through a parsed value
 /// and serde_json's compact writer, so the text is always valid, compact JSON, with key order kept.
+///
+/// The text is held as an LZ4 block compressed against [`SCHEMA_DICTIONARY`], the words of JSON
+/// Schema, so a schema's boilerplate (`{"type":"object","properties":{`,
+/// `"type":"string","description":`) costs a few bytes: schemas are the larger part of a big
+/// catalog's tools, and one is read back (a fraction of a microsecond) only when a tool is
+/// written out, validated or indexed.
 #[derive(Clone)]
-pub struct ToolSchema(Box<RawValue>);
+pub struct ToolSchema(Box<[u8]>);
+
+/// What schemas are compressed against: words of JSON Schema as serde_json's compact writer puts
+/// them. Any bytes would decode; these make most of a typical schema's structure a reference into
+/// them. Nothing compressed leaves the process, so changing it changes no stored data.
+const SCHEMA_DICTIONARY: &[u8] = concat!(
+    r##""$schema":"http://json-schema.org/draft-07/schema#","##,
+    r##""$schema":"https://json-schema.org/draft/2020-12/schema","##,
+    r#""additionalProperties":false"#,
+    r#""additionalProperties":{"#,
+    r#""anyOf":[{"#,
+    r#""oneOf":[{"#,
+    r#""allOf":[{"#,
+    r##""$ref":"#/$defs/"##,
+    r#""$defs":{"#,
+    r#""const":"#,
+    r#""pattern":""#,
+    r#""examples":["#,
+    r#""minLength":1,"maxLength":"#,
+    r#""minItems":1,"maxItems":"#,
+    r#""exclusiveMinimum":"#,
+    r#""minimum":0,"maximum":"#,
+    r#""format":"date-time""#,
+    r#""format":"uri""#,
+    r#""title":""#,
+    r#""default":false"#,
+    r#""default":null"#,
+    r#""default":""#,
+    r#""nullable":true"#,
+    r#"{"type":"null"}"#,
+    r#""enum":[""#,
+    r#""type":"boolean","description":"Whether to "#,
+    r#""type":"array","items":{"type":"string"},"description":""#,
+    r#""type":"array","items":{"type":"object","properties":{"#,
+    r#""type":"object","description":""#,
+    r#""type":"number","description":""#,
+    r#""type":"integer","description":"The number of "#,
+    r#""},"required":[""#,
+    r#""}},"required":[""#,
+    r#""]}"#,
+    r#""type":"string","description":"The "#,
+    r#"{"type":"object","properties":{""#,
+)
+.as_bytes();
 
 impl ToolSchema {
     /// The schema of `value`, as compact JSON text.
@@ -409,26 +458,40 @@ impl ToolSchema {
 
     fn from_serialize<T: Serialize + ?Sized>(value: &T) -> Self {
         // Writing a `Value` or `Map` cannot fail: keys are strings and numbers are finite.
-        Self(serde_json::value::to_raw_value(value).unwrap_or_else(|_| RawValue::NULL.to_owned()))
+        let text = serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned());
+        Self::from_compact_text(&text)
+    }
+
+    /// `text` is compact JSON as serde_json writes it.
+    fn from_compact_text(text: &str) -> Self {
+        Self(
+            lz4_flex::block::compress_prepend_size_with_dict(text.as_bytes(), SCHEMA_DICTIONARY)
+                .into_boxed_slice(),
+        )
     }
 
     /// The schema parsed into a `Value` (a fresh tree on every call).
     pub fn to_value(&self) -> Value {
         // The text always comes from a serialized value, so it parses; only a schema nested
         // deeper than serde_json's recursion limit (128) would not, and that becomes `null`.
-        serde_json::from_str(self.as_str()).unwrap_or(Value::Null)
+        serde_json::from_str(&self.text()).unwrap_or(Value::Null)
     }
 
-    /// The compact JSON text.
-    pub fn as_str(&self) -> &str {
-        self.0.get()
+    /// The compact JSON text, decompressed on every call.
+    pub fn text(&self) -> String {
+        lz4_flex::block::decompress_size_prepended_with_dict(&self.0, SCHEMA_DICTIONARY)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok())
+            // Only what `from_compact_text` made from a `String` is ever held, so it decodes.
+            .unwrap_or_else(|| "null".to_owned())
     }
 
     /// The schema's parameters as (name, description) pairs, top level and nested objects alike.
     /// Walks the text and keeps only property names and descriptions, so no `Value` tree is built.
     pub fn parameters(&self) -> Vec<(String, String)> {
         let mut out = Vec::new();
-        let mut de = serde_json::Deserializer::from_str(self.as_str());
+        let text = self.text();
+        let mut de = serde_json::Deserializer::from_str(&text);
         match (SchemaSeed {
             out: &mut out,
             depth: 0,
@@ -463,7 +526,8 @@ impl From<Value> for ToolSchema {
 /// order, as for `Value`, does not matter).
 impl PartialEq for ToolSchema {
     fn eq(&self, other: &Self) -> bool {
-        self.as_str() == other.as_str() || self.to_value() == other.to_value()
+        // One text always compresses to the same bytes.
+        self.0 == other.0 || self.to_value() == other.to_value()
     }
 }
 
@@ -475,13 +539,13 @@ impl PartialEq<Value> for ToolSchema {
 
 impl fmt::Debug for ToolSchema {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_tuple("ToolSchema").field(&self.as_str()).finish()
+        f.debug_tuple("ToolSchema").field(&self.text()).finish()
     }
 }
 
 impl fmt::Display for ToolSchema {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.write_str(&self.text())
     }
 }
 
@@ -490,7 +554,9 @@ impl fmt::Display for ToolSchema {
 /// raw values: convert with [`ToolSchema::to_value`] before using one.
 impl Serialize for ToolSchema {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        self.0.serialize(serializer)
+        RawValue::from_string(self.text())
+            .map_err(ser::Error::custom)?
+            .serialize(serializer)
     }
 }
 
@@ -499,8 +565,8 @@ impl Serialize for ToolSchema {
 impl<'de> Deserialize<'de> for ToolSchema {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let value = Value::deserialize(deserializer)?;
-        serde_json::value::to_raw_value(&value)
-            .map(Self)
+        serde_json::to_string(&value)
+            .map(|text| Self::from_compact_text(&text))
             .map_err(de::Error::custom)
     }
 }
@@ -771,6 +837,47 @@ mod tests {
     }
 
     #[test]
+    fn schemas_of_every_shape_and_size_read_back_as_written() {
+        let long_description = "é\u{1F600}\\\"x".repeat(30_000);
+        let schemas = [
+            json!({}),
+            json!(null),
+            json!({"type": "object", "properties": {}}),
+            json!({"type": "object", "properties": {"q": {"type": "string", "description": "The query"}}, "required": ["q"]}),
+            // Nothing of the dictionary in it, and longer than an LZ4 window (64 KiB).
+            json!({"zzz": long_description, "n": [1, -2.5, 1e300, u64::MAX]}),
+        ];
+        for value in schemas {
+            let schema = ToolSchema::from_value(value.clone());
+            let text = serde_json::to_string(&value).unwrap();
+            assert_eq!(schema.text(), text);
+            assert_eq!(schema.to_value(), value);
+            assert_eq!(serde_json::to_string(&schema).unwrap(), text);
+        }
+    }
+
+    #[test]
+    fn a_typical_schema_is_held_in_fewer_bytes_than_its_text() {
+        let schema = ToolSchema::from_value(json!({
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "The file to read"},
+                "limit": {"type": "integer", "description": "The number of lines"},
+                "follow": {"type": "boolean", "description": "Whether to follow links"}
+            },
+            "required": ["path"],
+            "additionalProperties": false
+        }));
+        let text = schema.text();
+        assert!(
+            schema.0.len() * 2 < text.len(),
+            "{} bytes held for {} of text",
+            schema.0.len(),
+            text.len()
+        );
+    }
+
+    #[test]
     fn schema_round_trips_byte_for_byte() {
         // Keys deliberately out of alphabetical order, escapes, numbers of every kind.
         let text = r#"{"type":"object","required":["z"],"properties":{"z":{"type":"string","description":"Zed \"quoted\" \u00e9\n"},"a":{"type":"number","minimum":-1.5,"maximum":10000000000,"default":0}},"additionalProperties":false}"#;
@@ -778,20 +885,20 @@ mod tests {
         let expected = serde_json::to_string(&value).unwrap();
 
         let schema: ToolSchema = serde_json::from_str(text).unwrap();
-        assert_eq!(schema.as_str(), expected);
+        assert_eq!(schema.text(), expected);
         assert_eq!(serde_json::to_string(&schema).unwrap(), expected);
         assert_eq!(schema.to_value(), value);
 
         // Pretty input is stored compacted, key order kept.
         let pretty = serde_json::to_string_pretty(&value).unwrap();
         let schema: ToolSchema = serde_json::from_str(&pretty).unwrap();
-        assert_eq!(schema.as_str(), expected);
+        assert_eq!(schema.text(), expected);
 
-        assert_eq!(ToolSchema::from_value(value.clone()).as_str(), expected);
+        assert_eq!(ToolSchema::from_value(value.clone()).text(), expected);
         let Value::Object(object) = &value else {
             panic!("an object")
         };
-        assert_eq!(ToolSchema::from_object(object).as_str(), expected);
+        assert_eq!(ToolSchema::from_object(object).text(), expected);
     }
 
     #[test]
@@ -872,7 +979,7 @@ mod tests {
         let tool: Tool = serde_json::from_str(r#"{"name": "t"}"#).unwrap();
         assert_eq!(tool.input_schema, ToolSchema::default());
         assert_eq!(
-            ToolSchema::default().as_str(),
+            ToolSchema::default().text(),
             r#"{"type":"object","properties":{}}"#
         );
         assert_eq!(ToolSchema::default().to_value(), empty_object_schema());
@@ -885,7 +992,7 @@ mod tests {
         let a = ToolSchema::from_value(json!({"type": "object", "required": ["x"]}));
         let b = ToolSchema::from_value(json!({"required": ["x"], "type": "object"}));
         let c = ToolSchema::from_value(json!({"type": "object", "required": ["y"]}));
-        assert_ne!(a.as_str(), b.as_str());
+        assert_ne!(a.text(), b.text());
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_eq!(a, json!({"type": "object", "required": ["x"]}));
