@@ -499,8 +499,8 @@ impl ToolIndex {
                 let offset = i64::from(*position - first_position);
                 let these = positions
                     .iter()
-                    .filter(|&&p| p != UNKNOWN_POSITION)
-                    .map(|&p| i64::from(p) - offset);
+                    .filter(|&p| p != UNKNOWN_POSITION)
+                    .map(|p| i64::from(p) - offset);
                 let narrowed: BTreeSet<i64> = match &starts {
                     None => these.collect(),
                     Some(before) => these.filter(|p| before.contains(p)).collect(),
@@ -546,11 +546,11 @@ impl ToolIndex {
                 let (Some(pa), Some(pb)) = (in_a.positions(field), in_b.positions(field)) else {
                     return false;
                 };
-                let known = |p: &&u16| **p != UNKNOWN_POSITION;
-                pa.iter().filter(known).any(|&x| {
+                let known = |p: &u16| *p != UNKNOWN_POSITION;
+                pa.iter().filter(known).any(|x| {
                     pb.iter()
                         .filter(known)
-                        .any(|&y| y > x && u32::from(y - x) <= window)
+                        .any(|y| y > x && u32::from(y - x) <= window)
                 })
             });
             if near {

@@ -21,7 +21,8 @@ pub struct Entry {
     pub freq: u16,
     /// `field * 2 + form` (form 0: stem, 1: as written), plus [`ALSO_WRITTEN`] on a stem entry
     /// that also stands for the word's entry as written in the same field with the same count,
-    /// which the word's list as written then leaves out. Entries of a slot are in key order.
+    /// which the word's list as written then leaves out, and [`WIDE_POSITIONS`] on a stem entry
+    /// whose positions take two bytes each. Entries of a slot are in key order.
     pub key: u8,
     /// The field's length in the slot (its words), or [`LONG_FIELD`] when it has that many or
     /// more. Scoring reads it here, beside the entry, rather than in a table of every slot's
@@ -38,10 +39,28 @@ const _: () = assert!(std::mem::size_of::<Entry>() == 8);
 /// See [`Entry::key`].
 pub const ALSO_WRITTEN: u8 = 0x80;
 
+/// See [`Entry::key`]: a position from 255 on is kept in two bytes (little-endian), and every
+/// position of such an entry with it; the others, most of them, in one.
+const WIDE_POSITIONS: u8 = 0x40;
+
 impl Entry {
     /// `field * 2 + form`, an index into [`KEY_COUNT`] weights.
     pub fn form_key(self) -> usize {
-        usize::from(self.key & !ALSO_WRITTEN)
+        usize::from(self.key & !(ALSO_WRITTEN | WIDE_POSITIONS))
+    }
+
+    /// Bytes each of this stem entry's positions takes.
+    fn position_width(self) -> usize {
+        if self.key & WIDE_POSITIONS != 0 {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// Bytes this stem entry's positions take.
+    fn position_bytes(self) -> usize {
+        usize::from(self.freq) * self.position_width()
     }
 
     pub fn also_written(self) -> bool {
@@ -70,11 +89,12 @@ pub const KEY_COUNT: usize = 2 * FIELD_COUNT;
 struct List {
     /// The word as a stem, sorted by (slot, key).
     stems: Vec<Entry>,
-    /// Where each stem entry's positions start in `positions` (`freq` of them).
     /// Where the positions of every [`CHECKPOINT`]-th stem entry start in `positions`; an entry's
-    /// own start adds the counts of the entries before it since the checkpoint.
+    /// own start adds the bytes of the entries before it since the checkpoint.
     starts: Vec<u32>,
-    positions: Vec<u16>,
+    /// Each stem entry's positions (`freq` of them), in one byte each or, for an entry with
+    /// [`WIDE_POSITIONS`], two: positions are a fifth of the index, and nearly all are under 255.
+    positions: Vec<u8>,
     /// The word as written, sorted by (slot, key).
     raws: Vec<Entry>,
 }
@@ -104,22 +124,29 @@ impl Postings {
             stems.sort_unstable();
             for run in stems.chunk_by(|a, b| a.0 == b.0) {
                 let list = self.list_mut(run[0].0);
+                let run = &run[..run.len().min(usize::from(u16::MAX))];
+                // Sorted by (word, position): the run's last position is its largest.
+                let wide = run.last().is_some_and(|&(_, p)| p >= u32::from(u8::MAX));
                 room(&mut list.stems, 1);
-                room(&mut list.positions, run.len());
+                room(&mut list.positions, run.len() * if wide { 2 } else { 1 });
                 if list.stems.len().is_multiple_of(CHECKPOINT) {
                     list.starts.push(position_index(list.positions.len()));
                 }
                 list.stems.push(Entry {
                     slot,
                     freq: saturate(run.len()),
-                    key: key(field, false),
+                    key: key(field, false) | if wide { WIDE_POSITIONS } else { 0 },
                     short_length,
                 });
-                list.positions.extend(
-                    run.iter()
-                        .take(usize::from(u16::MAX))
-                        .map(|&(_, p)| u16::try_from(p).unwrap_or(UNKNOWN_POSITION)),
-                );
+                for &(_, p) in run {
+                    let p = u16::try_from(p).unwrap_or(UNKNOWN_POSITION);
+                    if wide {
+                        list.positions.extend_from_slice(&p.to_le_bytes());
+                    } else {
+                        // Under 255, as the run's largest is.
+                        list.positions.push(p as u8);
+                    }
+                }
                 self.entries += 1;
             }
             raws.clear();
@@ -131,7 +158,9 @@ impl Postings {
                 let freq = saturate(run.len());
                 // This field's stem entries were pushed just above.
                 if let Some(stem) = list.stems.last_mut().filter(|stem| {
-                    stem.slot == slot && stem.key == key(field, false) && stem.freq == freq
+                    stem.slot == slot
+                        && stem.form_key() == usize::from(key(field, false))
+                        && stem.freq == freq
                 }) {
                     stem.key |= ALSO_WRITTEN;
                     continue;
@@ -188,7 +217,7 @@ impl Postings {
             let mut positions = Vec::new();
             let mut start = 0;
             for entry in &list.stems {
-                let end = start + usize::from(entry.freq);
+                let end = start + entry.position_bytes();
                 if alive(entry.slot) {
                     if stems.len().is_multiple_of(CHECKPOINT) {
                         starts.push(position_index(positions.len()));
@@ -304,7 +333,7 @@ impl<'a> StemSlots<'a> {
         };
         let before: usize = list.stems[checkpoint * CHECKPOINT..at]
             .iter()
-            .map(|e| usize::from(e.freq))
+            .map(|e| e.position_bytes())
             .sum();
         let rest = &list.stems[at..];
         let len = rest.iter().take_while(|e| e.slot == slot).count();
@@ -319,23 +348,64 @@ impl<'a> StemSlots<'a> {
 #[derive(Default)]
 pub struct SlotStems<'a> {
     entries: &'a [Entry],
-    positions: &'a [u16],
+    positions: &'a [u8],
 }
 
 impl<'a> SlotStems<'a> {
     /// The positions of the stem in `field`, if the slot holds it there; those past the field's
     /// 65,535th word read [`UNKNOWN_POSITION`].
-    pub fn positions(&self, field: Field) -> Option<&'a [u16]> {
+    pub fn positions(&self, field: Field) -> Option<Positions<'a>> {
         let wanted = usize::from(key(field, false));
         let mut start = 0;
         for entry in self.entries {
-            let end = start + usize::from(entry.freq);
+            let end = start + entry.position_bytes();
             if entry.form_key() == wanted {
-                return self.positions.get(start..end);
+                return self.positions.get(start..end).map(|bytes| Positions {
+                    bytes,
+                    wide: entry.position_width() == 2,
+                });
             }
             start = end;
         }
         None
+    }
+}
+
+/// A stem entry's positions, in order; see [`SlotStems::positions`].
+#[derive(Clone, Copy)]
+pub struct Positions<'a> {
+    bytes: &'a [u8],
+    wide: bool,
+}
+
+impl<'a> Positions<'a> {
+    pub fn iter(self) -> PositionsIter<'a> {
+        if self.wide {
+            PositionsIter::Wide(self.bytes.chunks_exact(2))
+        } else {
+            PositionsIter::Narrow(self.bytes.iter())
+        }
+    }
+}
+
+/// See [`Positions::iter`].
+#[derive(Clone)]
+pub enum PositionsIter<'a> {
+    Narrow(std::slice::Iter<'a, u8>),
+    Wide(std::slice::ChunksExact<'a, u8>),
+}
+
+impl Iterator for PositionsIter<'_> {
+    type Item = u16;
+
+    #[inline]
+    fn next(&mut self) -> Option<u16> {
+        match self {
+            Self::Narrow(bytes) => bytes.next().map(|&p| u16::from(p)),
+            Self::Wide(pairs) => pairs
+                .next()
+                .map(|pair| u16::from_le_bytes([pair[0], pair[1]])),
+        }
     }
 }
 
@@ -391,7 +461,7 @@ mod tests {
             .filter_map(|slot| {
                 let at = slots.seek(slot, 0);
                 let positions = slots.slot(slot, at).positions(field)?;
-                Some((slot, positions.iter().map(|&p| u32::from(p)).collect()))
+                Some((slot, positions.iter().map(u32::from).collect()))
             })
             .collect()
     }
