@@ -302,6 +302,48 @@ fn apply_query(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use toolsearch_core::Tool;
+
+    /// The default surface (the `search` list and its instructions, as `bench tokens` counts
+    /// them) of a catalog past the threshold stays under 600 o200k tokens whatever the number of
+    /// servers or categories.
+    #[test]
+    fn the_default_surface_stays_under_600_tokens_however_many_servers() {
+        let counter = Counter::o200k().unwrap();
+        let surface = Surface::of_config(&GatewayConfig::default());
+        let name = |i: usize| format!("acme-internal-analytics-{i:04}-mcp");
+        for servers in [2, 10, 40, 63, 400] {
+            for with_categories in [false, true] {
+                // Ten tools a server: past the default threshold (15) from two servers on.
+                let tools = (0..servers * 10).map(|i| {
+                    let tool =
+                        Tool::new(format!("tool_{i}"), "Does one thing.").with_server(name(i / 10));
+                    if with_categories {
+                        tool.with_category(format!("{} tools", name(i / 10)))
+                    } else {
+                        tool
+                    }
+                });
+                let engine = SearchEngine::from_tools(tools).unwrap();
+                let cost = preset_cost(
+                    &engine,
+                    &surface,
+                    Preset::Search,
+                    ProviderFormat::OpenaiChat,
+                    "create a new document",
+                    &Scope::all(),
+                    &counter,
+                    false,
+                )
+                .unwrap();
+                assert!(
+                    cost.surface_tokens <= 600,
+                    "{servers} servers, categories {with_categories}: {} tokens",
+                    cost.surface_tokens
+                );
+            }
+        }
+    }
 
     /// `bench tokens` builds the surface from a config; it must be the one a gateway started with
     /// that config serves, whatever the served tools' switches say.

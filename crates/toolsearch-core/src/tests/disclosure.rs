@@ -881,7 +881,7 @@ fn guidance_explains_the_preset_and_lists_categories() {
         assert!(text.contains(needle), "{preset}: {text}");
         assert!(text.contains("18 tools"), "{preset}: {text}");
         assert!(
-            text.contains("Communication (3), Development (6), Files (4)"),
+            text.contains("Development (6), Files (4), Communication (3), Productivity (3)"),
             "{preset}: {text}"
         );
     }
