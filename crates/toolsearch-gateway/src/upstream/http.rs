@@ -478,6 +478,16 @@ fn answer_of(data: &str, id: &RequestId) -> Option<Result<ServerResult, ServiceE
     Some(Ok(result))
 }
 
+/// Whether a send that rmcp made (a `tools/call` left to it) failed because the server cannot be
+/// reached: the same verdict as for a call the gateway posts ([`HttpCalls::call`]), which the
+/// supervisor would otherwise reach only once rmcp's own stream notices the server went away.
+pub(crate) fn send_found_server_gone(failed: &DynamicTransportError) -> bool {
+    matches!(
+        failed.error.downcast_ref::<StreamableHttpError<reqwest::Error>>(),
+        Some(StreamableHttpError::Client(e)) if connection_broke(e)
+    )
+}
+
 /// Whether a request failed for its connection, with no answer at all: it could not be made, or
 /// it broke before any status came back. A slow answer (a timeout) is not that.
 fn connection_broke(error: &reqwest::Error) -> bool {
@@ -487,6 +497,29 @@ fn connection_broke(error: &reqwest::Error) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A send rmcp made to a port that refuses connections says the server is gone; a send that
+    /// failed otherwise does not.
+    #[tokio::test]
+    async fn a_send_to_a_closed_port_finds_the_server_gone() {
+        let port = {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.local_addr().unwrap().port()
+        };
+        crate::upstream::wire::ensure_crypto_provider();
+        let refused = reqwest::Client::new()
+            .post(format!("http://127.0.0.1:{port}/mcp"))
+            .send()
+            .await
+            .unwrap_err();
+        let as_rmcp_says = |error| DynamicTransportError::new::<HttpTransport, RoleClient>(error);
+        assert!(send_found_server_gone(&as_rmcp_says(
+            StreamableHttpError::Client(refused)
+        )));
+        assert!(!send_found_server_gone(&as_rmcp_says(
+            StreamableHttpError::UnexpectedEndOfStream
+        )));
+    }
 
     #[test]
     fn only_the_calls_own_success_is_read_as_its_answer() {

@@ -681,7 +681,11 @@ fn call_answer(
             let message = service_error_text(&e);
             let gone = match e {
                 ServiceError::TransportClosed => true,
-                ServiceError::TransportSend(_) => !posted_by_gateway || peer.is_transport_closed(),
+                ServiceError::TransportSend(ref failed) => {
+                    !posted_by_gateway
+                        || peer.is_transport_closed()
+                        || crate::upstream::http::send_found_server_gone(failed)
+                }
                 _ => false,
             };
             if !gone {
