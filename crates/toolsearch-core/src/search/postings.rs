@@ -93,7 +93,8 @@ struct List {
     /// own start adds the bytes of the entries before it since the checkpoint.
     starts: Vec<u32>,
     /// Each stem entry's positions (`freq` of them), in one byte each or, for an entry with
-    /// [`WIDE_POSITIONS`], two: positions are a fifth of the index, and nearly all are under 255.
+    /// [`WIDE_POSITIONS`], two: in two bytes each they were a seventh of the index, and nearly
+    /// all are under 255.
     positions: Vec<u8>,
     /// The word as written, sorted by (slot, key).
     raws: Vec<Entry>,
