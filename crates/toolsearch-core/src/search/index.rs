@@ -43,6 +43,7 @@ impl Hits {
         }
     }
 
+    #[inline]
     pub fn add(&mut self, slot: u32, score: f32) {
         // The slot is always written and kept only when new: a branch on "new" is taken at
         // random as a query word's entries come in, and its mispredictions cost the keyword
@@ -419,43 +420,35 @@ impl ToolIndex {
             };
             words[at].1[usize::from(postings::key(source.field, source.raw))] = Some(source.weight);
         }
-        let averages = Field::ALL.map(|f| self.average_length(f));
-        let bs = Field::ALL.map(|f| config.field(f).b);
-        // Only entries of removed slots need the slot checked (a load per entry that misses
-        // the cache in a large catalog), and most of the time there are none.
-        let check_live = self.postings.holds_removed();
-        let mut add = |entry: postings::Entry, key: usize, weight: f32| {
-            let f = key >> 1;
-            let length = if entry.short_length == postings::LONG_FIELD {
-                self.lengths[entry.slot as usize][f]
-            } else {
-                u16::from(entry.short_length)
-            };
-            let norm = norm(bs[f], f32::from(length), averages[f]);
-            if !check_live || self.alive(entry.slot) {
-                scratch.add(entry.slot, weight * f32::from(entry.freq) / norm);
-            }
+        let mut sum = Sum {
+            index: self,
+            scratch: &mut *scratch,
+            averages: Field::ALL.map(|f| self.average_length(f)),
+            bs: Field::ALL.map(|f| config.field(f).b),
+            // Only entries of removed slots need the slot checked (a load per entry that misses
+            // the cache in a large catalog), and most of the time there are none.
+            check_live: self.postings.holds_removed(),
         };
         for (id, weights) in &words {
             let (stems, raws) = self.postings.entries(*id);
             let wants_raw = weights.iter().skip(1).step_by(2).any(Option::is_some);
-            for &entry in stems {
+            stems.for_each(|entry| {
                 let key = entry.form_key();
                 if let Some(weight) = weights[key] {
-                    add(entry, key, weight);
+                    sum.add(entry, key, weight);
                 }
                 if entry.also_written() {
                     if let Some(weight) = weights[key | 1] {
-                        add(entry, key | 1, weight);
+                        sum.add(entry, key | 1, weight);
                     }
                 }
-            }
+            });
             if wants_raw {
-                for &entry in raws {
+                raws.for_each(|entry| {
                     if let Some(weight) = weights[entry.form_key()] {
-                        add(entry, entry.form_key(), weight);
+                        sum.add(entry, entry.form_key(), weight);
                     }
-                }
+                });
             }
         }
         let df = scratch.touched.len();
@@ -527,6 +520,9 @@ impl ToolIndex {
         let a_is_short = a.len() <= b.len();
         let (short, long) = if a_is_short { (a, b) } else { (b, a) };
         let check_live = self.postings.holds_removed();
+        let wanted = fields
+            .iter()
+            .fold(0u8, |bits, &field| bits | 1 << field as u8);
         let mut at_long = 0;
         for (slot, at_short) in short.runs() {
             at_long = long.seek(slot, at_long);
@@ -542,10 +538,16 @@ impl ToolIndex {
                 (at_long, at_short)
             };
             let (in_a, in_b) = (a.slot(slot, at_a), b.slot(slot, at_b));
-            let near = fields.iter().any(|&field| {
-                let (Some(pa), Some(pb)) = (in_a.positions(field), in_b.positions(field)) else {
+            // Both slots' fields come in order: one pass pairs them.
+            let mut in_b = in_b.fields().peekable();
+            let near = in_a.fields().any(|(field, pa)| {
+                while in_b.next_if(|&(other, _)| other < field).is_some() {}
+                let Some(&(_, pb)) = in_b.peek().filter(|&&(other, _)| other == field) else {
                     return false;
                 };
+                if wanted & 1 << field as u8 == 0 {
+                    return false;
+                }
                 let known = |p: &u16| *p != UNKNOWN_POSITION;
                 pa.iter().filter(known).any(|x| {
                     pb.iter()
@@ -590,6 +592,34 @@ impl ToolIndex {
     /// `RAW`).
     pub fn fields_holding(&self, slot: u32, id: u32, forms: u32) -> u8 {
         self.postings.fields_holding(id, slot, forms)
+    }
+}
+
+/// One query term's BM25F frequencies, summed entry by entry into `scratch`; see
+/// [`ToolIndex::score_term`].
+struct Sum<'a> {
+    index: &'a ToolIndex,
+    scratch: &'a mut Hits,
+    averages: [f32; FIELD_COUNT],
+    bs: [f32; FIELD_COUNT],
+    check_live: bool,
+}
+
+impl Sum<'_> {
+    // Called for every entry a query word reads: inlined into the lists' walk.
+    #[inline(always)]
+    fn add(&mut self, entry: postings::Entry, key: usize, weight: f32) {
+        let f = key >> 1;
+        let length = if entry.short_length == postings::LONG_FIELD {
+            self.index.lengths[entry.slot as usize][f]
+        } else {
+            u16::from(entry.short_length)
+        };
+        let norm = norm(self.bs[f], f32::from(length), self.averages[f]);
+        if !self.check_live || self.index.alive(entry.slot) {
+            self.scratch
+                .add(entry.slot, weight * f32::from(entry.freq) / norm);
+        }
     }
 }
 
@@ -848,6 +878,32 @@ mod changes_tests {
             index.pair_slots(&fields, "half", "common", 3),
             Vec::<u32>::new()
         );
+    }
+
+    #[test]
+    fn pairs_are_found_in_the_fields_asked_for_and_only_where_both_words_are() {
+        let tools: Vec<Arc<Tool>> = [
+            // Together in the name only.
+            ("send_mail", "mail is what this will send"),
+            // "send" in the name and the description, "mail" in the description only, next to
+            // it there.
+            ("send_report", "a report by mail: send mail"),
+            // Each in a field the other is not in.
+            ("send_it", "mail"),
+            // "mail" in the name and the description, "send" next to it in the description.
+            ("mail_report", "send mail"),
+        ]
+        .iter()
+        .map(|&(name, description)| Arc::new(Tool::new(name, description).with_server("s")))
+        .collect();
+        let mut index = ToolIndex::new();
+        index.rebuild(tools.iter()).unwrap();
+        let pairs = |fields: &[Field]| index.pair_slots(fields, "send", "mail", 1);
+        assert_eq!(pairs(&[Field::Name]), [0]);
+        assert_eq!(pairs(&[Field::Description]), [1, 3]);
+        assert_eq!(pairs(&[Field::Name, Field::Description]), [0, 1, 3]);
+        assert_eq!(pairs(&Field::ALL), [0, 1, 3]);
+        assert!(pairs(&[Field::Server, Field::ParamNames]).is_empty());
     }
 
     #[test]
