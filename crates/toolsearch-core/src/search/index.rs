@@ -541,13 +541,13 @@ impl ToolIndex {
             // Both slots' fields come in order: one pass pairs them.
             let mut in_b = in_b.fields().peekable();
             let near = in_a.fields().any(|(field, pa)| {
+                if wanted & 1 << field as u8 == 0 {
+                    return false;
+                }
                 while in_b.next_if(|&(other, _)| other < field).is_some() {}
                 let Some(&(_, pb)) = in_b.peek().filter(|&&(other, _)| other == field) else {
                     return false;
                 };
-                if wanted & 1 << field as u8 == 0 {
-                    return false;
-                }
                 let known = |p: &u16| *p != UNKNOWN_POSITION;
                 pa.iter().filter(known).any(|x| {
                     pb.iter()

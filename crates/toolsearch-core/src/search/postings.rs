@@ -57,18 +57,9 @@ impl Entry {
         usize::from(self.key & FORM_BITS)
     }
 
-    /// Bytes each of this stem entry's positions takes.
-    fn position_width(self) -> usize {
-        if self.key & WIDE_POSITIONS != 0 {
-            2
-        } else {
-            1
-        }
-    }
-
     /// Bytes this stem entry's positions take.
     fn position_bytes(self) -> usize {
-        usize::from(self.freq) * self.position_width()
+        position_bytes(self.freq, self.key & WIDE_POSITIONS != 0)
     }
 
     pub fn also_written(self) -> bool {
@@ -428,6 +419,11 @@ fn list_mut(lists: &mut Vec<List>, word: u32) -> &mut List {
     &mut lists[at]
 }
 
+/// Bytes `freq` positions take, two each when `wide`.
+fn position_bytes(freq: u16, wide: bool) -> usize {
+    usize::from(freq) * if wide { 2 } else { 1 }
+}
+
 /// An entry's count and whether its positions are wide, from its bits or, when they hold none,
 /// from `apart`.
 #[inline]
@@ -667,7 +663,7 @@ impl<'a> StemSlots<'a> {
         let before: usize = (checkpoint * CHECKPOINT..at)
             .map(|i| {
                 let (freq, wide) = stems.count(i);
-                usize::from(freq) * if wide { 2 } else { 1 }
+                position_bytes(freq, wide)
             })
             .sum();
         let len = stems.packed[at..run.end]
@@ -728,23 +724,10 @@ pub struct SlotStems<'a> {
 impl<'a> SlotStems<'a> {
     /// The positions of the stem in `field`, if the slot holds it there; those past the field's
     /// 65,535th word read [`UNKNOWN_POSITION`].
-    #[inline]
     pub fn positions(&self, field: Field) -> Option<Positions<'a>> {
-        let stems = self.stems?;
-        let wanted = key(field, false);
-        let mut start = 0;
-        for (i, &packed) in self.entries.iter().enumerate() {
-            let (freq, wide) = count(packed, || stems.count_apart(self.first + i));
-            let end = start + usize::from(freq) * if wide { 2 } else { 1 };
-            if packed.key & FORM_BITS == wanted {
-                return self
-                    .positions
-                    .get(start..end)
-                    .map(|bytes| Positions { bytes, wide });
-            }
-            start = end;
-        }
-        None
+        self.fields()
+            .find(|&(held, _)| held == field)
+            .map(|(_, positions)| positions)
     }
 
     /// The fields holding the stem, in order, each with its positions.
@@ -757,7 +740,7 @@ impl<'a> SlotStems<'a> {
             .map_while(move |(i, &packed)| {
                 let apart = || stems.map_or((1, false), |s| s.count_apart(self.first + i));
                 let (freq, wide) = count(packed, apart);
-                let end = start + usize::from(freq) * if wide { 2 } else { 1 };
+                let end = start + position_bytes(freq, wide);
                 let bytes = self.positions.get(start..end)?;
                 start = end;
                 let field = Field::ALL[usize::from(packed.key & FORM_BITS) >> 1];
