@@ -408,6 +408,11 @@ impl ToolIndex {
         // every (field, form) a source asks of it.
         let mut words: Vec<(u32, [Option<f32>; KEY_COUNT])> = Vec::with_capacity(2);
         for source in sources {
+            // A field weighed 0 is not searched: its matches would list a tool at score 0, and
+            // count it anew when another field scores it.
+            if source.weight.is_nan() || source.weight <= 0.0 {
+                continue;
+            }
             let Some(id) = self.vocabulary.id(source.text) else {
                 continue;
             };
@@ -837,6 +842,45 @@ mod changes_tests {
             let expected = idf * tf / (config.k1 + tf);
             assert_eq!(hits.scores[slot], expected, "{length} words");
         }
+    }
+
+    #[test]
+    fn a_field_weighed_zero_neither_lists_a_tool_nor_counts_it_twice() {
+        // "alpha" in the name (weighed 0) of every tool, and in the description of one.
+        let tools: Vec<Arc<Tool>> = (0..4)
+            .map(|i| {
+                let description = if i == 2 { "alpha here" } else { "nothing" };
+                Arc::new(Tool::new(format!("alpha_{i}"), description).with_server("s"))
+            })
+            .collect();
+        let mut index = ToolIndex::new();
+        index.rebuild(tools.iter()).unwrap();
+        let config = SearchConfig::default();
+        let source = |field: Field, weight: f32| Source {
+            field,
+            raw: false,
+            text: "alpha",
+            weight,
+        };
+        let score = |sources: &[Source]| {
+            let mut scratch = Hits::new(index.slot_count());
+            let mut hits = Hits::new(index.slot_count());
+            let (idf, df) = index.score_term(&config, sources, &mut scratch, &mut hits, 1.0);
+            let scores: Vec<(u32, u32)> = hits
+                .touched
+                .iter()
+                .map(|&slot| (slot, hits.scores[slot as usize].to_bits()))
+                .collect();
+            (idf.to_bits(), df, scores)
+        };
+        let description = config.field(Field::Description).weight;
+        let with_zero = score(&[
+            source(Field::Name, 0.0),
+            source(Field::Description, description),
+        ]);
+        let without = score(&[source(Field::Description, description)]);
+        assert_eq!(with_zero, without);
+        assert_eq!(without.2.len(), 1);
     }
 
     #[test]
