@@ -7,6 +7,8 @@
 
 use super::config::SearchConfig;
 use super::field::{Field, FIELD_COUNT};
+pub use super::hits::Hits;
+use super::hits::{accumulate, HitsPool, PooledHits};
 use super::postings::{self, Postings, KEY_COUNT, UNKNOWN_POSITION};
 use super::synonyms::Synonyms;
 use super::terms::{NameWords, Vocabulary};
@@ -28,63 +30,6 @@ pub struct Source<'a> {
     pub weight: f32,
 }
 
-/// Dense per-slot accumulator with the list of slots it touched.
-#[derive(Debug, Clone)]
-pub struct Hits {
-    pub scores: Vec<f32>,
-    pub touched: Vec<u32>,
-}
-
-impl Hits {
-    pub fn new(slots: usize) -> Self {
-        Self {
-            scores: vec![0.0; slots],
-            touched: Vec::new(),
-        }
-    }
-
-    #[inline]
-    pub fn add(&mut self, slot: u32, score: f32) {
-        // The slot is always written and kept only when new: a branch on "new" is taken at
-        // random as a query word's entries come in, and its mispredictions cost the keyword
-        // search about a tenth of its time.
-        let cell = &mut self.scores[slot as usize];
-        let fresh = *cell == 0.0;
-        *cell += score;
-        let len = self.touched.len();
-        self.touched.push(slot);
-        self.touched.truncate(len + usize::from(fresh));
-    }
-
-    pub fn contains(&self, slot: u32) -> bool {
-        self.scores[slot as usize] > 0.0
-    }
-
-    pub fn merge_from(&mut self, other: &Hits) {
-        for &slot in &other.touched {
-            self.add(slot, other.scores[slot as usize]);
-        }
-    }
-
-    pub fn retain(&mut self, keep: impl Fn(u32) -> bool) {
-        let scores = &mut self.scores;
-        self.touched.retain(|&slot| {
-            let ok = keep(slot);
-            if !ok {
-                scores[slot as usize] = 0.0;
-            }
-            ok
-        });
-    }
-
-    pub fn clear(&mut self) {
-        for &slot in &self.touched {
-            self.scores[slot as usize] = 0.0;
-        }
-        self.touched.clear();
-    }
-}
-
 /// The live tools, their slot numbers in the index, and the statistics BM25F needs.
 pub struct ToolIndex {
     analyzer: Analyzer,
@@ -102,6 +47,8 @@ pub struct ToolIndex {
     /// Each slot's server as a number (`NO_SERVER` for tools without one), and the numbers given.
     slot_servers: Vec<u32>,
     server_numbers: HashMap<String, u32>,
+    /// Accumulators kept for the next search.
+    hits: HitsPool,
 }
 
 const NO_SERVER: u32 = u32::MAX;
@@ -223,7 +170,14 @@ impl ToolIndex {
             name_words: NameWords::default(),
             slot_servers: Vec::new(),
             server_numbers: HashMap::new(),
+            hits: HitsPool::default(),
         }
+    }
+
+    /// An empty accumulator with a cell for every slot, taken from those earlier searches
+    /// left: a slot-long buffer zeroed for every query cost a short search a tenth of its time.
+    pub fn hits(&self) -> PooledHits<'_> {
+        self.hits.take(self.slot_count())
     }
 
     pub fn analyzer(&self) -> &Analyzer {
@@ -427,7 +381,9 @@ impl ToolIndex {
         }
         let mut sum = Sum {
             index: self,
-            scratch: &mut *scratch,
+            scores: &mut scratch.scores,
+            order: &mut scratch.order,
+            count: scratch.count,
             averages: Field::ALL.map(|f| self.average_length(f)),
             bs: Field::ALL.map(|f| config.field(f).b),
             // Only entries of removed slots need the slot checked (a load per entry that misses
@@ -456,16 +412,25 @@ impl ToolIndex {
                 });
             }
         }
-        let df = scratch.touched.len();
+        scratch.count = sum.count;
+        let df = scratch.count;
         if df == 0 {
             return (0.0, 0);
         }
         let n = self.live.max(df) as f32;
         let idf = (1.0 + (n - df as f32 + 0.5) / (df as f32 + 0.5)).ln();
-        for &slot in &scratch.touched {
+        let mut count = out.count;
+        for &slot in scratch.touched() {
             let tf = scratch.scores[slot as usize];
-            out.add(slot, weight * idf * tf / (config.k1 + tf));
+            count = accumulate(
+                &mut out.scores,
+                &mut out.order,
+                count,
+                slot,
+                weight * idf * tf / (config.k1 + tf),
+            );
         }
+        out.count = count;
         scratch.clear();
         (idf * weight, df)
     }
@@ -542,6 +507,11 @@ impl ToolIndex {
             } else {
                 (at_long, at_short)
             };
+            // Most slots holding two common words hold them in different fields, or in fields
+            // proximity does not read: the entries say so before any position is looked for.
+            if a.fields_at(slot, at_a) & b.fields_at(slot, at_b) & wanted == 0 {
+                continue;
+            }
             let (in_a, in_b) = (a.slot(slot, at_a), b.slot(slot, at_b));
             // Both slots' fields come in order: one pass pairs them.
             let mut in_b = in_b.fields().peekable();
@@ -604,7 +574,10 @@ impl ToolIndex {
 /// [`ToolIndex::score_term`].
 struct Sum<'a> {
     index: &'a ToolIndex,
-    scratch: &'a mut Hits,
+    // The accumulator's parts, held apart so that the walk keeps the count in a register.
+    scores: &'a mut [f32],
+    order: &'a mut [u32],
+    count: usize,
     averages: [f32; FIELD_COUNT],
     bs: [f32; FIELD_COUNT],
     check_live: bool,
@@ -622,8 +595,13 @@ impl Sum<'_> {
         };
         let norm = norm(self.bs[f], f32::from(length), self.averages[f]);
         if !self.check_live || self.index.alive(entry.slot) {
-            self.scratch
-                .add(entry.slot, weight * f32::from(entry.freq) / norm);
+            self.count = accumulate(
+                self.scores,
+                self.order,
+                self.count,
+                entry.slot,
+                weight * f32::from(entry.freq) / norm,
+            );
         }
     }
 }
@@ -739,7 +717,7 @@ mod changes_tests {
             let mut hits = Hits::new(index.slot_count());
             let (idf, df) = index.score_term(&config, &sources, &mut scratch, &mut hits, 1.0);
             let mut scores: Vec<(String, u32)> = hits
-                .touched
+                .touched()
                 .iter()
                 .map(|&slot| (name(slot), hits.scores[slot as usize].to_bits()))
                 .collect();
@@ -863,11 +841,11 @@ mod changes_tests {
             weight,
         };
         let score = |sources: &[Source]| {
-            let mut scratch = Hits::new(index.slot_count());
-            let mut hits = Hits::new(index.slot_count());
+            let mut scratch = index.hits();
+            let mut hits = index.hits();
             let (idf, df) = index.score_term(&config, sources, &mut scratch, &mut hits, 1.0);
             let scores: Vec<(u32, u32)> = hits
-                .touched
+                .touched()
                 .iter()
                 .map(|&slot| (slot, hits.scores[slot as usize].to_bits()))
                 .collect();
@@ -881,6 +859,30 @@ mod changes_tests {
         let without = score(&[source(Field::Description, description)]);
         assert_eq!(with_zero, without);
         assert_eq!(without.2.len(), 1);
+    }
+
+    #[test]
+    fn an_accumulator_comes_back_from_the_pool_empty_and_sized_for_the_index() {
+        let mut index = ToolIndex::new();
+        let tools = tools("s", 0);
+        index.rebuild(tools.iter()).unwrap();
+        {
+            let mut hits = index.hits();
+            for slot in 0..index.slot_count() as u32 {
+                hits.add(slot, 1.5);
+                hits.add(slot, 1.0);
+            }
+            assert_eq!(hits.touched().len(), index.slot_count());
+        }
+        let grown: Vec<Arc<Tool>> = tools.iter().cloned().chain(self::tools("t", 1)).collect();
+        index.rebuild(grown.iter()).unwrap();
+        let mut hits = index.hits();
+        assert!(hits.touched().is_empty());
+        assert!(hits.scores.iter().all(|&s| s == 0.0));
+        assert!(hits.scores.len() >= index.slot_count());
+        let last = index.slot_count() as u32 - 1;
+        hits.add(last, 2.0);
+        assert_eq!(hits.touched(), [last]);
     }
 
     #[test]

@@ -4,10 +4,13 @@ use super::config::SearchConfig;
 use super::explain::{Form, QueryTerm};
 use super::field::Field;
 use super::fuzzy;
+use super::hits::PooledHits;
 use super::index::{Hits, Source, ToolIndex};
 use super::query::{FieldScope, Query};
 use crate::analyzer::{is_request_filler, is_stopword, split_words, Token};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 
 /// Queries with at most this many content words get fuzzy expansion word by word; longer ones
 /// only when nothing matches at all (in a long question one odd word is noise, not a typo).
@@ -26,22 +29,29 @@ const VOCABULARY_FIELDS: [Field; 4] = [
     Field::Tags,
 ];
 
-/// The scores of every matching slot, the highest score a tool could reach for this query (to
-/// normalise), and the terms used (to explain the results).
-pub fn evaluate(
-    index: &ToolIndex,
-    config: &SearchConfig,
-    query: &str,
-) -> (Hits, f32, Vec<QueryTerm>) {
+/// What a query's words found.
+pub struct Evaluation<'a> {
+    /// The score of every matching slot.
+    pub hits: PooledHits<'a>,
+    /// The highest score a tool could reach for this query (to normalise).
+    pub max: f32,
+    /// The terms used (to explain the results).
+    pub terms: Vec<QueryTerm>,
+    /// See [`coverage`].
+    pub coverage: f32,
+}
+
+pub fn evaluate<'a>(index: &'a ToolIndex, config: &SearchConfig, query: &str) -> Evaluation<'a> {
     let query = first_words(query, MAX_QUERY_WORDS);
     let parsed = Query::parse(query);
     let all_words = index.analyzer().tokens(query);
+    let coverage = coverage(index, &all_words);
     let keep_stopwords = all_words.iter().all(|t| is_stopword(&t.raw));
     let content_words = all_words.iter().filter(|t| !is_stopword(&t.raw)).count();
     let mut evaluator = Evaluator {
         index,
         config,
-        scratch: Hits::new(index.slot_count()),
+        scratch: index.hits(),
         terms: Vec::new(),
         keep_stopwords,
         fuzzy_per_word: config.fuzzy && content_words <= FUZZY_PER_WORD_MAX_WORDS,
@@ -60,9 +70,9 @@ pub fn evaluate(
             *weight = weight.powf(config.query_term_frequency);
         }
     }
-    let mut hits = Hits::new(index.slot_count());
+    let mut hits = index.hits();
     let mut max = evaluator.eval_into(&parsed, &mut hits);
-    if hits.touched.is_empty() && config.fuzzy && !evaluator.fuzzy_per_word {
+    if hits.touched().is_empty() && config.fuzzy && !evaluator.fuzzy_per_word {
         evaluator.fuzzy_now = true;
         evaluator.seen.clear();
         evaluator.terms.clear();
@@ -81,7 +91,41 @@ pub fn evaluate(
         aggregate_servers(index, config.server_aggregation, &mut hits);
         max *= 1.0 + config.server_aggregation;
     }
-    (hits, max, evaluator.terms)
+    Evaluation {
+        hits,
+        max,
+        terms: evaluator.terms,
+        coverage,
+    }
+}
+
+/// The share of a query's content words (not stopwords or request filler) that some tool of
+/// the catalog holds, as written or as a stem; 1 for a query without content words. Read over
+/// the words a search reads ([`MAX_QUERY_WORDS`]).
+pub fn query_coverage(index: &ToolIndex, query: &str) -> f32 {
+    coverage(
+        index,
+        &index.analyzer().tokens(first_words(query, MAX_QUERY_WORDS)),
+    )
+}
+
+fn coverage(index: &ToolIndex, tokens: &[Token]) -> f32 {
+    let mut content = 0;
+    let mut known = 0;
+    for token in tokens {
+        if is_stopword(&token.raw) || is_request_filler(&token.raw) {
+            continue;
+        }
+        content += 1;
+        if index.term_id(&token.stem).is_some() || index.term_id(&token.raw).is_some() {
+            known += 1;
+        }
+    }
+    if content == 0 {
+        1.0
+    } else {
+        known as f32 / content as f32
+    }
 }
 
 /// `text` up to the end of its `max`-th word.
@@ -98,15 +142,16 @@ fn first_words(text: &str, max: usize) -> &str {
 fn aggregate_servers(index: &ToolIndex, share: f32, hits: &mut Hits) {
     // Dense per-server maxima by server number: this runs once per matching tool.
     let mut best = vec![0.0f32; index.server_count()];
-    for &slot in &hits.touched {
+    for &slot in hits.touched() {
         if let Some(server) = index.server_number(slot) {
             let cell = &mut best[server as usize];
             *cell = cell.max(hits.scores[slot as usize]);
         }
     }
-    for &slot in &hits.touched {
+    let (touched, scores) = hits.touched_and_scores();
+    for &slot in touched {
         if let Some(server) = index.server_number(slot) {
-            hits.scores[slot as usize] += share * best[server as usize];
+            scores[slot as usize] += share * best[server as usize];
         }
     }
 }
@@ -117,18 +162,29 @@ pub fn kth_largest(values: impl Iterator<Item = f32>, k: usize) -> f32 {
     if k == 0 {
         return f32::MIN;
     }
+    // The best `k` so far, their smallest at hand: a long request touches most of the catalog,
+    // and nearly every value is below the smallest of them, one comparison each, where
+    // collecting every value to select among them cost about 7% of such a search.
     if k > SMALL_K {
-        let mut values: Vec<f32> = values.collect();
-        if values.len() < k {
-            return f32::MIN;
+        // A heap, so that values in ascending order cost log k each, not k.
+        let mut best: BinaryHeap<Reverse<Total>> = BinaryHeap::with_capacity(k);
+        for value in values {
+            if best.len() < k {
+                best.push(Reverse(Total(value)));
+            } else if best
+                .peek()
+                .is_some_and(|smallest| value.total_cmp(&smallest.0 .0).is_gt())
+            {
+                if let Some(mut smallest) = best.peek_mut() {
+                    *smallest = Reverse(Total(value));
+                }
+            }
         }
-        return *values
-            .select_nth_unstable_by(k - 1, |a, b| b.total_cmp(a))
-            .1;
+        return match best.peek() {
+            Some(smallest) if best.len() == k => smallest.0 .0,
+            _ => f32::MIN,
+        };
     }
-    // The best `k` so far, smallest first: a long request touches most of the catalog, and
-    // nearly every value is below the smallest of them, one comparison each, where collecting
-    // every value to select among them cost about 7% of such a search.
     let mut best: Vec<f32> = Vec::with_capacity(k);
     for value in values {
         if best.len() < k {
@@ -147,13 +203,36 @@ pub fn kth_largest(values: impl Iterator<Item = f32>, k: usize) -> f32 {
     }
 }
 
-/// Up to this `k`, [`kth_largest`] keeps the best `k` in order rather than selecting.
+/// Up to this `k`, [`kth_largest`] keeps the best `k` in a sorted list rather than a heap.
 const SMALL_K: usize = 32;
+
+/// An `f32` ordered by `f32::total_cmp`, for the heap of [`kth_largest`].
+struct Total(f32);
+
+impl PartialEq for Total {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for Total {}
+
+impl PartialOrd for Total {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Total {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.total_cmp(&other.0)
+    }
+}
 
 struct Evaluator<'a> {
     index: &'a ToolIndex,
     config: &'a SearchConfig,
-    scratch: Hits,
+    scratch: PooledHits<'a>,
     terms: Vec<QueryTerm>,
     keep_stopwords: bool,
     fuzzy_per_word: bool,
@@ -199,11 +278,13 @@ impl Evaluator<'_> {
         const CANDIDATES: usize = 100;
         // The candidates are those scoring at least the 100th best score (ties included).
         let cutoff = kth_largest(
-            hits.touched.iter().map(|&slot| hits.scores[slot as usize]),
+            hits.touched()
+                .iter()
+                .map(|&slot| hits.scores[slot as usize]),
             CANDIDATES,
         );
         let top: Vec<u32> = hits
-            .touched
+            .touched()
             .iter()
             .copied()
             .filter(|&slot| hits.scores[slot as usize] >= cutoff)
@@ -264,12 +345,12 @@ impl Evaluator<'_> {
                 let mut parts = Vec::with_capacity(items.len());
                 let mut max = 0.0;
                 for item in items {
-                    let mut part = Hits::new(self.index.slot_count());
+                    let mut part = self.index.hits();
                     max += self.eval_into(item, &mut part);
                     parts.push(part);
                 }
                 if let Some((first, rest)) = parts.split_first() {
-                    for &slot in &first.touched {
+                    for &slot in first.touched() {
                         if rest.iter().all(|p| p.contains(slot)) {
                             let sum: f32 = parts.iter().map(|p| p.scores[slot as usize]).sum();
                             out.add(slot, sum);
@@ -302,7 +383,7 @@ impl Evaluator<'_> {
                 for &f in Field::in_scope(*field) {
                     allowed.extend(self.index.phrase_slots(f, &tokens));
                 }
-                let mut part = Hits::new(self.index.slot_count());
+                let mut part = self.index.hits();
                 let mut max = 0.0;
                 for token in &tokens {
                     max += self.score_word(token, *field, &mut part);
@@ -493,9 +574,28 @@ mod tests {
                 assert_eq!(found.to_bits(), expected.to_bits(), "len {len}, k {k}");
             }
         }
-        // In ascending order every value replaces one kept.
+        // In ascending order every value replaces one kept, in the list and in the heap.
         let ascending: Vec<f32> = (0..1_000).map(|i| i as f32).collect();
         assert_eq!(kth_largest(ascending.iter().copied(), 10), 990.0);
+        assert_eq!(kth_largest(ascending.iter().copied(), 100), 900.0);
+    }
+
+    #[test]
+    fn coverage_is_read_over_the_words_a_search_reads() {
+        let mut index = ToolIndex::new();
+        let tools = [std::sync::Arc::new(crate::tool::Tool::new(
+            "send_mail",
+            "Sends mail",
+        ))];
+        index.rebuild(tools.iter()).unwrap();
+        assert_eq!(query_coverage(&index, "send zyxw"), 0.5);
+        // Past the word limit a known word is not read, and does not count.
+        let long = format!(
+            "mail{}{}",
+            " zyxw".repeat(MAX_QUERY_WORDS - 1),
+            " mail".repeat(MAX_QUERY_WORDS)
+        );
+        assert_eq!(query_coverage(&index, &long), 1.0 / MAX_QUERY_WORDS as f32);
     }
 
     #[test]

@@ -8,6 +8,7 @@ mod field;
 mod filter;
 mod fuse;
 mod fuzzy;
+mod hits;
 mod index;
 mod keyword;
 mod postings;
@@ -268,6 +269,16 @@ struct Candidate {
     /// A guess in a search that has a confident match: ranked under every confident one.
     demoted: bool,
     evidence: Evidence,
+}
+
+/// The ranking's order by its leading keys: exact names first, guesses demoted under the rest,
+/// then by score. Ties are parted by name ([`SearchEngine::rank_order`]).
+#[inline]
+fn lead_order(a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
+    b.exact
+        .cmp(&a.exact)
+        .then_with(|| a.demoted.cmp(&b.demoted))
+        .then_with(|| b.score.total_cmp(&a.score))
 }
 
 impl Candidate {
@@ -666,10 +677,7 @@ impl SearchEngine {
         // down the ranking, so each cut keeps a prefix of it: everything ranked above the first
         // candidate whose own score is under the cut.
         let threshold = request.threshold.unwrap_or(self.config.threshold);
-        let first = candidates
-            .iter()
-            .min_by(|a, b| self.rank_order(a, b))
-            .copied();
+        let first = self.first_in_order(candidates.iter());
         let best = first.as_ref().map_or(0.0, own_score);
         // Whether anything fits is whether the first result, which caps every score under it,
         // is a confident match: read before the threshold and the top band (which cut what is
@@ -688,11 +696,7 @@ impl SearchEngine {
         let first_under = if cut <= 0.0 && calibrated {
             None
         } else {
-            candidates
-                .iter()
-                .filter(|c| !c.exact && own_score(c) < cut)
-                .min_by(|a, b| self.rank_order(a, b))
-                .copied()
+            self.first_in_order(candidates.iter().filter(|c| !c.exact && own_score(c) < cut))
         };
         // A first result that meaning does not support (it matched words only) never hides the
         // tool meaning puts first: "remember that Alice likes tea" led by a tool whose text says
@@ -706,7 +710,7 @@ impl SearchEngine {
             // by a clear margin, or when the first result is a match of words alone.
             candidates.retain(|c| {
                 c.exact
-                    || self.rank_order(c, &first_under) == std::cmp::Ordering::Less
+                    || self.rank_order(c, &first_under).is_lt()
                     || (Some(c.slot) == kept_by_meaning && own_score(c) >= threshold)
             });
         }
@@ -799,14 +803,19 @@ impl SearchEngine {
                 mode: "keyword",
             });
         }
-        let (hits, max_score, collected) = keyword::evaluate(&self.index, &self.config, query);
+        let keyword::Evaluation {
+            hits,
+            max: max_score,
+            terms: collected,
+            coverage,
+        } = keyword::evaluate(&self.index, &self.config, query);
         *terms = collected;
         // Under a limited scope, scores are normalised over the tools in it, so that a tool the
         // caller cannot see neither lowers their scores nor shows through them.
         let touched: Vec<u32> = if scope.is_all() {
-            hits.touched.clone()
+            hits.touched().to_vec()
         } else {
-            hits.touched
+            hits.touched()
                 .iter()
                 .copied()
                 .filter(|&slot| {
@@ -827,7 +836,7 @@ impl SearchEngine {
                     .map(|&slot| hits.scores[slot as usize])
                     .fold(0.0f32, f32::max)
             };
-            let all = best(&hits.touched);
+            let all = best(hits.touched());
             if all > 0.0 {
                 max_score * best(&touched) / all
             } else {
@@ -838,7 +847,6 @@ impl SearchEngine {
         // The score is a share of what the words the catalog knows could give; as evidence it
         // is also scaled by the share of the query those words are, so that a match of one
         // known word in a request of many unknown ones (or of a fuzzy guess) stays weak.
-        let coverage = self.query_coverage(query);
         Ok(touched
             .iter()
             .map(|&slot| {
@@ -1031,32 +1039,12 @@ impl SearchEngine {
                     _ => prior,
                 }
             }
-            FusionWeighting::Coverage => {
-                share(prior, 1.0, self.query_coverage(query).powf(sharpness))
-            }
+            FusionWeighting::Coverage => share(
+                prior,
+                1.0,
+                keyword::query_coverage(&self.index, query).powf(sharpness),
+            ),
         }
-    }
-
-    /// The share of the query's content words (not stopwords or request filler) that some tool
-    /// of the catalog holds, as written or as a stem; 1 for a query without content words.
-    fn query_coverage(&self, query: &str) -> f32 {
-        let tokens = self.index.analyzer().tokens(query);
-        let content: Vec<&crate::analyzer::Token> = tokens
-            .iter()
-            .filter(|t| {
-                !crate::analyzer::is_stopword(&t.raw) && !crate::analyzer::is_request_filler(&t.raw)
-            })
-            .collect();
-        if content.is_empty() {
-            return 1.0;
-        }
-        let known = content
-            .iter()
-            .filter(|t| {
-                self.index.term_id(&t.stem).is_some() || self.index.term_id(&t.raw).is_some()
-            })
-            .count();
-        known as f32 / content.len() as f32
     }
 
     /// The dense similarities on the keyword scores' scale, as the config says.
@@ -1109,23 +1097,43 @@ impl SearchEngine {
         }
     }
 
-    /// Puts the first `keep` candidates in order (exact names first, then score, then name) and
-    /// drops the rest: selecting before sorting keeps a search over many matches cheap.
     /// The ranking's order: exact names first, then by score, ties by name (then server).
+    // Inlined: a search over many matches compares each with the first a few times, and the
+    // leading keys decide nearly every comparison without reading names.
+    #[inline]
     fn rank_order(&self, a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
+        lead_order(a, b).then_with(|| self.name_order(a, b))
+    }
+
+    /// The ranking's order between candidates its leading keys do not part.
+    fn name_order(&self, a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
         let name = |slot: u32| {
             self.index
                 .tool(slot)
                 .map(|t| (t.name(), t.server()))
                 .unwrap_or_default()
         };
-        b.exact
-            .cmp(&a.exact)
-            .then_with(|| a.demoted.cmp(&b.demoted))
-            .then_with(|| b.score.total_cmp(&a.score))
-            .then_with(|| name(a.slot).cmp(&name(b.slot)))
+        name(a.slot).cmp(&name(b.slot))
     }
 
+    /// The first of `candidates` in the ranking's order.
+    fn first_in_order<'c>(
+        &self,
+        candidates: impl Iterator<Item = &'c Candidate>,
+    ) -> Option<Candidate> {
+        candidates
+            .reduce(|best, c| {
+                if self.rank_order(c, best).is_lt() {
+                    c
+                } else {
+                    best
+                }
+            })
+            .copied()
+    }
+
+    /// Puts the first `keep` candidates in order (exact names first, then score, then name) and
+    /// drops the rest: selecting before sorting keeps a search over many matches cheap.
     fn sort_page(&self, candidates: &mut Vec<Candidate>, keep: usize) {
         let order = |a: &Candidate, b: &Candidate| self.rank_order(a, b);
         if keep < candidates.len() {

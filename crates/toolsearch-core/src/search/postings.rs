@@ -644,6 +644,22 @@ impl<'a> StemSlots<'a> {
         self.stems.holds(slot, at)
     }
 
+    /// The fields holding the word in the slot whose entries start at `at` (from
+    /// [`StemSlots::seek`]), as bits `1 << field`: read from the entries alone, without finding
+    /// their positions.
+    #[inline]
+    pub fn fields_at(&self, slot: u32, at: usize) -> u8 {
+        let low = slot as u16;
+        let run = self.stems.run(slot >> 16);
+        if !run.contains(&at) {
+            return 0;
+        }
+        self.stems.packed[at..run.end]
+            .iter()
+            .take_while(|e| e.low == low)
+            .fold(0, |bits, e| bits | 1 << ((e.key & FORM_BITS) >> 1))
+    }
+
     /// The slot's entries, starting at `at` (from [`StemSlots::seek`]); empty when the word is
     /// not there.
     pub fn slot(&self, slot: u32, at: usize) -> SlotStems<'a> {
