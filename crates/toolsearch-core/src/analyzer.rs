@@ -3,6 +3,7 @@
 
 use rust_stemmers::{Algorithm, Stemmer};
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::ops::ControlFlow;
 use std::sync::OnceLock;
 
 /// One analysed token: its lowercased surface form, its stem, and its position in the text.
@@ -127,21 +128,57 @@ pub fn lowercase_into(word: &str, out: &mut String) {
 /// humps, letter/digit boundaries, and around every CJK ideograph (each is a word of its own).
 pub fn split_words(text: &str) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
+    for_each_word(text, |from, to| {
+        out.push((from, to));
+        ControlFlow::Continue(())
+    });
+    out
+}
+
+/// Where the `n`-th word of `text` (counting from 0) begins, as [`split_words`] reads it;
+/// `None` when `text` has no more than `n` words. Reads no further than that word.
+pub fn nth_word_start(text: &str, n: usize) -> Option<usize> {
+    // Words are disjoint and never empty: a text has at most as many words as bytes.
+    if text.len() <= n {
+        return None;
+    }
+    let mut seen = 0;
+    let mut found = None;
+    for_each_word(text, |from, _| {
+        if seen == n {
+            found = Some(from);
+            return ControlFlow::Break(());
+        }
+        seen += 1;
+        ControlFlow::Continue(())
+    });
+    found
+}
+
+/// Calls `visit` with the byte range of each word of `text` in order (see [`split_words`]),
+/// until it breaks.
+fn for_each_word(text: &str, mut visit: impl FnMut(usize, usize) -> ControlFlow<()>) {
     let mut start: Option<usize> = None;
     let mut prev: Option<char> = None;
     let mut chars = text.char_indices().peekable();
     while let Some((offset, c)) = chars.next() {
         if is_cjk(c) {
             if let Some(s) = start.take() {
-                out.push((s, offset));
+                if visit(s, offset).is_break() {
+                    return;
+                }
             }
-            out.push((offset, offset + c.len_utf8()));
+            if visit(offset, offset + c.len_utf8()).is_break() {
+                return;
+            }
             prev = None;
             continue;
         }
         if !c.is_alphanumeric() {
             if let Some(s) = start.take() {
-                out.push((s, offset));
+                if visit(s, offset).is_break() {
+                    return;
+                }
             }
             prev = None;
             continue;
@@ -149,7 +186,9 @@ pub fn split_words(text: &str) -> Vec<(usize, usize)> {
         if let (Some(s), Some(p)) = (start, prev) {
             let next = chars.peek().map(|&(_, n)| n);
             if is_boundary(p, c, next) {
-                out.push((s, offset));
+                if visit(s, offset).is_break() {
+                    return;
+                }
                 start = Some(offset);
             }
         }
@@ -159,9 +198,8 @@ pub fn split_words(text: &str) -> Vec<(usize, usize)> {
         prev = Some(c);
     }
     if let Some(s) = start {
-        out.push((s, text.len()));
+        let _ = visit(s, text.len());
     }
-    out
 }
 
 fn is_boundary(prev: char, cur: char, next: Option<char>) -> bool {
@@ -374,6 +412,27 @@ mod tests {
         let mut sorted = REQUEST_FILLER.to_vec();
         sorted.sort_unstable();
         assert_eq!(sorted, REQUEST_FILLER);
+    }
+
+    #[test]
+    fn the_nth_word_starts_where_the_split_says() {
+        for text in [
+            "",
+            "a",
+            "getWeatherNow 2 days, HTTPServer",
+            "  send mail  ",
+            "東京の天気 weather",
+            "aBcDeF",
+        ] {
+            let words = split_words(text);
+            for n in 0..=words.len() + 1 {
+                assert_eq!(
+                    nth_word_start(text, n),
+                    words.get(n).map(|&(from, _)| from),
+                    "{text:?} word {n}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -7,7 +7,7 @@ use super::fuzzy;
 use super::hits::PooledHits;
 use super::index::{Hits, Source, ToolIndex};
 use super::query::{FieldScope, Query};
-use crate::analyzer::{is_request_filler, is_stopword, split_words, Token};
+use crate::analyzer::{is_request_filler, is_stopword, nth_word_start, Token};
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -130,9 +130,9 @@ fn coverage(index: &ToolIndex, tokens: &[Token]) -> f32 {
 
 /// `text` up to the end of its `max`-th word.
 fn first_words(text: &str, max: usize) -> &str {
-    match split_words(text).get(max) {
+    match nth_word_start(text, max) {
         // Cut where the first word left out begins.
-        Some(&(start, _)) => &text[..start],
+        Some(start) => &text[..start],
         None => text,
     }
 }
