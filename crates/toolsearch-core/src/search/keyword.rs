@@ -37,10 +37,11 @@ pub struct Evaluation<'a> {
     pub max: f32,
     /// The terms used (to explain the results).
     pub terms: Vec<QueryTerm>,
-    /// See [`coverage`].
+    /// The share of the query's content words the catalog knows ([`query_coverage`]).
     pub coverage: f32,
 }
 
+/// Scores the catalog's tools against `query`, read up to its first [`MAX_QUERY_WORDS`] words.
 pub fn evaluate<'a>(index: &'a ToolIndex, config: &SearchConfig, query: &str) -> Evaluation<'a> {
     let query = first_words(query, MAX_QUERY_WORDS);
     let parsed = Query::parse(query);
