@@ -43,8 +43,19 @@ pub struct Evaluation<'a> {
 
 /// Scores the catalog's tools against `query`, read up to its first [`MAX_QUERY_WORDS`] words.
 pub fn evaluate<'a>(index: &'a ToolIndex, config: &SearchConfig, query: &str) -> Evaluation<'a> {
+    evaluate_as(index, config, query, true)
+}
+
+/// [`evaluate`], reading a query of words only from its words when `from_words` (as it does)
+/// or term by term (as any other query is read).
+fn evaluate_as<'a>(
+    index: &'a ToolIndex,
+    config: &SearchConfig,
+    query: &str,
+    from_words: bool,
+) -> Evaluation<'a> {
     let query = first_words(query, MAX_QUERY_WORDS);
-    let parsed = Query::parse(query);
+    let (parsed, words_only) = Query::parse_words(query);
     let all_words = index.analyzer().tokens(query);
     let coverage = coverage(index, &all_words);
     let keep_stopwords = all_words.iter().all(|t| is_stopword(&t.raw));
@@ -71,13 +82,22 @@ pub fn evaluate<'a>(index: &'a ToolIndex, config: &SearchConfig, query: &str) ->
             *weight = weight.powf(config.query_term_frequency);
         }
     }
+    // A query of words only is its words, already analysed: evaluating its terms would analyse
+    // each again, a tenth of a long request's time.
+    let evaluate_all = |evaluator: &mut Evaluator, hits: &mut Hits| {
+        if words_only && from_words {
+            evaluator.eval_words(&query_words, hits)
+        } else {
+            evaluator.eval_into(&parsed, hits)
+        }
+    };
     let mut hits = index.hits();
-    let mut max = evaluator.eval_into(&parsed, &mut hits);
+    let mut max = evaluate_all(&mut evaluator, &mut hits);
     if hits.touched().is_empty() && config.fuzzy && !evaluator.fuzzy_per_word {
         evaluator.fuzzy_now = true;
         evaluator.seen.clear();
         evaluator.terms.clear();
-        max = evaluator.eval_into(&parsed, &mut hits);
+        max = evaluate_all(&mut evaluator, &mut hits);
     }
     // `max` stays an upper bound of every score through the bonuses below, so that normalised
     // scores remain below 1 and keep their order (an exact-name match alone scores 1).
@@ -331,6 +351,17 @@ impl Evaluator<'_> {
             })
             .filter(|t| !(skip_numbers && t.raw.chars().all(|c| c.is_ascii_digit())))
             .collect()
+    }
+
+    /// What [`Evaluator::eval_into`] gives for an OR of these words' terms, from the words.
+    fn eval_words(&mut self, words: &[Token], out: &mut Hits) -> f32 {
+        let mut max = 0.0;
+        for token in words {
+            if self.seen.insert((token.stem.clone(), None)) {
+                max += self.score_word(token, None, out);
+            }
+        }
+        max
     }
 
     fn eval_into(&mut self, query: &Query, out: &mut Hits) -> f32 {
@@ -597,6 +628,76 @@ mod tests {
             " mail".repeat(MAX_QUERY_WORDS)
         );
         assert_eq!(query_coverage(&index, &long), 1.0 / MAX_QUERY_WORDS as f32);
+    }
+
+    #[test]
+    fn a_query_of_words_reads_the_same_from_its_words_as_term_by_term() {
+        use crate::tool::Tool;
+        use std::sync::Arc;
+        let tools: Vec<Arc<Tool>> = [
+            (
+                "send_mail",
+                "Sends an e-mail to a contact, with files attached",
+            ),
+            (
+                "read_files",
+                "Reads the files of a folder: lists them by date",
+            ),
+            (
+                "getWeatherNow",
+                "Looks the weather up for a city (HTTPServer based)",
+            ),
+            ("how_to", "How to do things"),
+        ]
+        .iter()
+        .map(|&(name, description)| Arc::new(Tool::new(name, description).with_server("s")))
+        .collect();
+        let mut index = ToolIndex::new();
+        index.rebuild(tools.iter()).unwrap();
+        let config = SearchConfig::default();
+        let read = |query: &str, from_words: bool| {
+            let found = evaluate_as(&index, &config, query, from_words);
+            let scores: Vec<(u32, u32)> = found
+                .hits
+                .touched()
+                .iter()
+                .map(|&slot| (slot, found.hits.scores[slot as usize].to_bits()))
+                .collect();
+            let labels: Vec<String> = found.terms.iter().map(|t| t.label.clone()).collect();
+            (
+                scores,
+                found.max.to_bits(),
+                labels,
+                found.coverage.to_bits(),
+            )
+        };
+        let mut words_only = 0;
+        for query in [
+            "send mail",
+            "send the mail, then read files files",
+            "getWeatherNow in Paris: weather? e-mail",
+            "how to",
+            "how or to",
+            "weathr",
+            "http://example.com/files mail:me",
+            "a*b folder",
+            "Sends SENDS sending sent",
+            "",
+            "   ",
+            "天気 weather",
+        ] {
+            if Query::parse_words(query).1 {
+                words_only += 1;
+            }
+            assert_eq!(read(query, true), read(query, false), "{query:?}");
+        }
+        // Most of them take the words' path; a query with syntax never does.
+        assert!(words_only >= 9, "{words_only}");
+        assert!(!Query::parse_words("send OR mail").1);
+        assert!(!Query::parse_words("(send mail)").1);
+        assert!(!Query::parse_words("name:send").1);
+        assert!(!Query::parse_words("sen*").1);
+        assert!(!Query::parse_words("\"send mail\"").1);
     }
 
     #[test]

@@ -55,10 +55,29 @@ pub enum Query {
 
 impl Query {
     /// Parses the keyword syntax, falling back to plain words when the syntax is broken.
+    #[cfg(test)]
     pub fn parse(input: &str) -> Query {
-        match Parser::new(input).and_then(|mut p| p.parse_all()) {
-            Some(q) => q,
-            None => Self::plain_words(input),
+        Self::parse_words(input).0
+    }
+
+    /// The query, and whether it is nothing but words: every whitespace-separated piece of the
+    /// input a term of its own (no operator, parenthesis, quote, field or prefix). Such a
+    /// query's terms, analysed one by one, give the input's own words in order.
+    pub fn parse_words(input: &str) -> (Query, bool) {
+        let Some(lexemes) = lex(input) else {
+            return (Self::plain_words(input), false);
+        };
+        let words_only = lexemes
+            .iter()
+            .all(|l| matches!(l, Lexeme::Word(w) if !w.ends_with('*')));
+        let mut parser = Parser {
+            lexemes,
+            pos: 0,
+            depth: 0,
+        };
+        match parser.parse_all() {
+            Some(q) => (q, words_only),
+            None => (Self::plain_words(input), false),
         }
     }
 
@@ -106,14 +125,6 @@ struct Parser {
 }
 
 impl Parser {
-    fn new(input: &str) -> Option<Self> {
-        Some(Self {
-            lexemes: lex(input)?,
-            pos: 0,
-            depth: 0,
-        })
-    }
-
     fn parse_all(&mut self) -> Option<Query> {
         if self.lexemes.is_empty() {
             return Some(Query::Or(Vec::new()));
