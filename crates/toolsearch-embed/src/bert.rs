@@ -27,8 +27,14 @@ const MAX_BATCH_TOKENS: usize = 512;
 /// What makes vectors differ beyond the files: the pooling and the token limit.
 const RECIPE: &str = "mean-pool/l2/max-tokens-256";
 
-/// What makes a query's vector differ from the same text's: the dense layers in bytes.
-const QUERY_RECIPE: &str = "query-dense-int8";
+/// What makes a query's vector differ from the same text's: the dense layers in bytes, and the
+/// query's token limit.
+const QUERY_RECIPE: &str = "query-dense-int8/max-tokens-128";
+
+/// Tokens a query computed in bytes is read to, [CLS] and [SEP] included: the length the model
+/// was trained on (its own tokenizer file truncates there). The encoder's work grows faster
+/// than a query's tokens, and a 400-character query of digits and punctuation reaches 350.
+pub const MAX_QUERY_TOKENS: usize = 128;
 
 /// A loaded model. Shared by `&self` between threads; each call runs on the caller's thread
 /// (candle's matrix products use the rayon pool).
@@ -411,7 +417,8 @@ impl Embedder for BertEmbedder {
             .tokenizer
             .encode(query, true)
             .map_err(|e| self.model_error(format!("tokenizing failed: {e}")))?;
-        let ids = encoding.get_ids();
+        let ids = query_ids(encoding.get_ids(), MAX_QUERY_TOKENS);
+        let ids = ids.as_ref();
         // Inside the shared pool where a long text's products are split between two cores
         // (`rayon::join` then hands work to a worker rather than waking the pool for each
         // product); on this thread otherwise, with no hand-off at all.
@@ -478,8 +485,30 @@ impl Embedder for BertEmbedder {
     }
 }
 
+/// A query's token ids cut to `max`: its first `max - 1` and its last ([SEP]), as the tokenizer's
+/// own truncation keeps them.
+fn query_ids(ids: &[u32], max: usize) -> std::borrow::Cow<'_, [u32]> {
+    match ids.split_last() {
+        Some((&last, rest)) if ids.len() > max && max > 0 => {
+            let mut cut = rest[..max - 1].to_vec();
+            cut.push(last);
+            cut.into()
+        }
+        _ => ids.into(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_long_query_keeps_its_first_tokens_and_its_last() {
+        let ids: Vec<u32> = (0..10).collect();
+        assert_eq!(super::query_ids(&ids, 4).as_ref(), [0, 1, 2, 9]);
+        assert_eq!(super::query_ids(&ids, 10).as_ref(), ids.as_slice());
+        assert_eq!(super::query_ids(&ids, 11).as_ref(), ids.as_slice());
+        assert!(super::query_ids(&[], 4).is_empty());
+    }
+
     use super::*;
 
     #[test]

@@ -29,7 +29,7 @@ extern crate self as toolsearch_embed;
 #[cfg(test)]
 mod tests;
 
-pub use bert::{model_identity, BertEmbedder, MAX_TOKENS};
+pub use bert::{model_identity, BertEmbedder, MAX_QUERY_TOKENS, MAX_TOKENS};
 pub use cache::{CacheOpened, EmbedStats, VectorCache};
 pub use cached::{embed_tools, CachedEmbedder};
 pub use error::ModelError;

@@ -182,6 +182,22 @@ fn a_query_embeds_close_to_the_same_text_and_is_named_apart_when_computed_in_byt
     }
 }
 
+#[test]
+fn a_query_computed_in_bytes_is_read_to_its_first_128_tokens() {
+    let Some(model) = model("a_query_computed_in_bytes_is_read_to_its_first_128_tokens") else {
+        return;
+    };
+    if model.query_model_id() == model.model_id() {
+        // No byte multiply-add here: queries are embedded as texts, to their 256 tokens.
+        return;
+    }
+    // "tea" is one word piece: [CLS], 126 of them and [SEP] are 128 tokens.
+    let words = |n: usize| vec!["tea"; n].join(" ");
+    let at_limit = model.embed_query(&words(126)).expect("embeds");
+    assert_eq!(model.embed_query(&words(300)).expect("embeds"), at_limit);
+    assert_ne!(model.embed_query(&words(125)).expect("embeds"), at_limit);
+}
+
 /// Where queries have their own encoder, a model reads its text encoder when texts first come,
 /// lets it go when told it is idle, answers queries meanwhile, and reads it again for the next
 /// texts: the same vectors as before. Weights changed on disk in the meantime are refused, not
