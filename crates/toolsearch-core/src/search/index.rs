@@ -175,7 +175,8 @@ impl ToolIndex {
     }
 
     /// An empty accumulator with a cell for every slot, taken from those earlier searches
-    /// left: a slot-long buffer zeroed for every query cost a short search a tenth of its time.
+    /// left: two slot-long buffers allocated and zeroed for every query were about 4% of a
+    /// search's instructions at 5,000 tools, and more of its time in page faults at 100,000.
     pub fn hits(&self) -> PooledHits<'_> {
         self.hits.take(self.slot_count())
     }

@@ -1102,18 +1102,13 @@ impl SearchEngine {
     // leading keys decide nearly every comparison without reading names.
     #[inline]
     fn rank_order(&self, a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
-        lead_order(a, b).then_with(|| self.name_order(a, b))
-    }
-
-    /// The ranking's order between candidates its leading keys do not part.
-    fn name_order(&self, a: &Candidate, b: &Candidate) -> std::cmp::Ordering {
         let name = |slot: u32| {
             self.index
                 .tool(slot)
                 .map(|t| (t.name(), t.server()))
                 .unwrap_or_default()
         };
-        name(a.slot).cmp(&name(b.slot))
+        lead_order(a, b).then_with(|| name(a.slot).cmp(&name(b.slot)))
     }
 
     /// The first of `candidates` in the ranking's order.
