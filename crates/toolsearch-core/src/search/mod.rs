@@ -462,6 +462,12 @@ impl SearchEngine {
         self.dense.model()
     }
 
+    /// The text of `query` the model reads in a search that reads meaning (the keyword syntax
+    /// blanked out, cut to `max_embedded_query_chars`); empty when nothing is left to embed.
+    pub fn embedded_query_text(&self, query: &str) -> String {
+        embeddable_query(query, self.config.max_embedded_query_chars)
+    }
+
     /// The mode a search without one runs in: hybrid with a model, keyword without.
     pub fn default_mode(&self) -> SearchMode {
         if self.dense.model().is_some() {

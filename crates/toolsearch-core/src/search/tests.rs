@@ -29,6 +29,20 @@ fn the_model_reads_a_query_without_its_keyword_syntax() {
 }
 
 #[test]
+fn the_engine_says_what_text_of_a_query_its_model_reads() {
+    let config = SearchConfig {
+        max_embedded_query_chars: 13,
+        ..SearchConfig::default()
+    };
+    let engine = SearchEngine::new(config).unwrap();
+    assert_eq!(
+        engine.embedded_query_text("send (\"an\") +email to bob"),
+        "send an email"
+    );
+    assert_eq!(engine.embedded_query_text("~~"), "");
+}
+
+#[test]
 fn calibration_puts_the_floor_at_the_confident_score() {
     assert_eq!(calibrate(0.0, 0.4), 0.0);
     assert!((calibrate(0.4, 0.4) - CONFIDENT_SCORE).abs() < 1e-6);
