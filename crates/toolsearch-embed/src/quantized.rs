@@ -4,8 +4,9 @@
 //! handful of times per read. In f32 that is bound by reading the layers' 42 MB of weights and
 //! by a general matrix library's per-product set-up; in bytes the weights are a quarter of that,
 //! one `vpdpbusd` does 32 (AVX-VNNI) or 64 (AVX-512 VNNI) multiply-adds and one AMX `tdpbusd`
-//! 16 Ki. Used only where the CPU has one of them ([`Kernel::fast`]); elsewhere queries run in
-//! f32 like every text.
+//! 16 Ki; plain AVX2 needs three instructions for 32 (`vpsignb`, `vpmaddubsw`, `vpmaddwd`),
+//! still faster than f32. Used where the CPU has one of them ([`Kernel::fast`]); elsewhere
+//! queries run in f32 like every text.
 //!
 //! - Weights: each output row scaled so its largest magnitude is 127 and rounded (per row, once
 //!   at load), then laid out for the kernel. Activations: each token's inputs scaled the same
@@ -15,8 +16,8 @@
 //! - Everything else (embeddings, attention, layer norms, GELU, pooling) stays f32; attention's
 //!   two products per head go to `gemm`, the library candle's own products run on.
 //! - With AMX a query runs on the caller's thread: its products are bound by reading the
-//!   weights once. With VNNI a short query runs on one core too, and a long one's larger
-//!   products are split by token blocks between two (`rayon::join`, the whole query running
+//!   weights once. With VNNI or AVX2 a short query runs on one core too, and a long one's
+//!   larger products are split by token blocks between two (`rayon::join`, the whole query running
 //!   inside the pool so that the split costs no wake-up of the caller).
 
 use crate::encoder::{gelu_in_place, Config, HiddenAct};
@@ -42,7 +43,8 @@ struct QuantizedLinear {
     /// `rows × stride` bytes in the order [`Kernel::pack`] gives.
     weights: Vec<i8>,
     scales: Vec<f32>,
-    /// 128 × the row's weight sum: what the activations' shift adds to each row's sum.
+    /// 128 × the row's weight sum (`rows` of them, 0 for the padding): what the activations'
+    /// shift adds to each row's sum in a kernel that multiplies the shifted bytes.
     shift_correction: Vec<i32>,
     bias: Vec<f32>,
 }
@@ -63,11 +65,15 @@ impl QuantizedLinear {
         let rows = outputs.div_ceil(kernel.output_block()) * kernel.output_block();
         let mut weights = vec![0i8; rows * stride];
         let mut scales = Vec::with_capacity(outputs);
-        let mut shift_correction = Vec::with_capacity(outputs);
-        for (row, out) in weight_rows.iter().zip(weights.chunks_exact_mut(stride)) {
+        let mut shift_correction = vec![0; rows];
+        for ((row, out), correction) in weight_rows
+            .iter()
+            .zip(weights.chunks_exact_mut(stride))
+            .zip(&mut shift_correction)
+        {
             let scale = quantize_into(row, out);
             scales.push(scale);
-            shift_correction.push(128 * out.iter().map(|&w| i32::from(w)).sum::<i32>());
+            *correction = 128 * out.iter().map(|&w| i32::from(w)).sum::<i32>();
         }
         Ok(Self {
             outputs,
@@ -94,16 +100,19 @@ impl QuantizedLinear {
         )
     }
 
-    /// The integer sums of every (padded) token with every (padded) row: `padded tokens × rows`.
+    /// The integer sums of every (padded) token's values (±127) with every (padded) row:
+    /// `padded tokens × rows`, the same from every kernel.
     #[inline(always)]
     fn sums(&self, quantized: &QuantizedRows) -> Vec<i32> {
         let padded = quantized.padded_tokens();
         let mut sums = vec![0i32; padded * self.rows];
         let block = self.kernel.token_block();
         let blocks = padded / block;
-        if self.kernel.splits()
-            && blocks >= 2
-            && padded * self.rows * self.stride >= SPLIT_MULTIPLY_ADDS
+        if blocks >= 2
+            && self
+                .kernel
+                .split_from()
+                .is_some_and(|from| padded * self.rows * self.stride >= from)
         {
             // A long text's product: half its token blocks on another core.
             let half = blocks / 2 * block;
@@ -117,6 +126,14 @@ impl QuantizedLinear {
             self.kernel
                 .run(&self.weights, self.stride, &quantized.bytes, &mut sums);
         }
+        if self.kernel.multiplies_shifted_bytes() {
+            let corrections = &self.shift_correction[..self.rows];
+            for row in sums.chunks_exact_mut(self.rows) {
+                for o in 0..row.len() {
+                    row[o] -= corrections[o];
+                }
+            }
+        }
         sums
     }
 
@@ -127,17 +144,13 @@ impl QuantizedLinear {
         let sums = self.sums(&quantized);
         let (outputs, rows) = (self.outputs, self.rows);
         let mut out = vec![0f32; tokens * outputs];
-        let (corrections, scales, biases) = (
-            &self.shift_correction[..outputs],
-            &self.scales[..outputs],
-            &self.bias[..outputs],
-        );
+        let (scales, biases) = (&self.scales[..outputs], &self.bias[..outputs]);
         for t in 0..tokens {
             let token_scale = quantized.scales[t];
             let sums = &sums[t * rows..][..outputs];
             let row = &mut out[t * outputs..][..outputs];
             for o in 0..outputs {
-                row[o] = (sums[o] - corrections[o]) as f32 * scales[o] * token_scale + biases[o];
+                row[o] = sums[o] as f32 * scales[o] * token_scale + biases[o];
             }
         }
         out
@@ -150,6 +163,11 @@ impl QuantizedLinear {
 /// p50 3.9–4.1 / p99 14.5–14.6 ms; split from 4 Mi multiply-adds 4.1 / 11.8–12.0; from
 /// 16 Mi 3.6–3.8 / 11.9–12.7; from 32 Mi 3.9 / 13.2–13.3.
 const SPLIT_MULTIPLY_ADDS: usize = 16 << 20;
+
+/// The same for the AVX2 kernel, whose products take about twice as long: splitting from
+/// 4 Mi multiply-adds gave p50 8.9–9.2 ms against 10.9–11.2 ms from 16 Mi (two alternating
+/// pairs of `query_latency --quantized`, p99 level).
+const SPLIT_MULTIPLY_ADDS_AVX2: usize = 4 << 20;
 
 /// Scales `values` so the largest magnitude is 127, rounds them, writes each through `encode`
 /// into `out` (whose extra room is left as it is) and returns the scale that gives them back
@@ -231,10 +249,10 @@ impl QuantizedRows {
 }
 
 /// Which loop computes the integer sums: each gives exactly the same sums. The encoder runs
-/// only where a multiply-add instruction on bytes exists ([`Kernel::fast`]): without one, the
-/// sums cost more than the f32 products they replace (5 against 135 GMAC/s measured here), and
-/// the model runs in f32 instead. The portable loop is the reference the others are tested
-/// against.
+/// only where the CPU has byte products in vectors ([`Kernel::fast`]): the portable loop
+/// costs more than the f32 products it replaces (5 against 135 GMAC/s measured on a CPU with
+/// AVX-VNNI), so without AVX2 the model runs in f32 instead. The portable loop is the
+/// reference the others are tested against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kernel {
     #[cfg_attr(not(test), allow(dead_code))]
@@ -243,13 +261,17 @@ enum Kernel {
     AvxVnni,
     #[cfg(target_arch = "x86_64")]
     Avx512Vnni,
+    #[cfg(target_arch = "x86_64")]
+    Avx2,
     #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
     Amx,
 }
 
 impl Kernel {
     /// The fastest byte multiply-add this CPU has, if any: AMX's tile products, else AVX-VNNI
-    /// (256-bit), else AVX-512 VNNI (which measured no faster here, at twice the width).
+    /// (256-bit), else AVX-512 VNNI (which measured no faster, at twice the width), else
+    /// AVX2's three instructions (on a CPU with nothing else, queries p50 about 9 against
+    /// 14–18 ms in f32).
     fn fast() -> Option<Self> {
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
         if amx::ready() {
@@ -263,6 +285,9 @@ impl Kernel {
             }
             if has!("avx512f") && has!("avx512vnni") {
                 return Some(Self::Avx512Vnni);
+            }
+            if has!("avx2") {
+                return Some(Self::Avx2);
             }
         }
         None
@@ -280,6 +305,9 @@ impl Kernel {
             }
             if has!("avx512f") && has!("avx512vnni") {
                 kernels.push(Self::Avx512Vnni);
+            }
+            if has!("avx2") {
+                kernels.push(Self::Avx2);
             }
         }
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
@@ -307,12 +335,25 @@ impl Kernel {
         }
     }
 
-    /// Whether a long text's products are worth splitting between two cores. Not AMX's: its
-    /// products are bound by reading the weights once, which one core does as fast as two.
-    fn splits(self) -> bool {
+    /// The multiply-adds from which a product's token blocks are split between two cores, if
+    /// ever. Not AMX's: its products are bound by reading the weights once, which one core
+    /// does as fast as two.
+    fn split_from(self) -> Option<usize> {
         match self {
             #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
-            Self::Amx => false,
+            Self::Amx => None,
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx2 => Some(SPLIT_MULTIPLY_ADDS_AVX2),
+            _ => Some(SPLIT_MULTIPLY_ADDS),
+        }
+    }
+
+    /// Whether `run` gives the sums of the shifted bytes (`u8`, 128 for 0), from which the
+    /// shift is then taken out, rather than of the values themselves.
+    fn multiplies_shifted_bytes(self) -> bool {
+        match self {
+            #[cfg(target_arch = "x86_64")]
+            Self::Avx2 => false,
             _ => true,
         }
     }
@@ -340,6 +381,10 @@ impl Kernel {
             // SAFETY: chosen only when the CPU has AVX-512F and AVX-512 VNNI (checked in
             // `fast` and `available`).
             Self::Avx512Vnni => unsafe { vnni512::sums(weights, stride, input, out) },
+            #[cfg(target_arch = "x86_64")]
+            #[allow(unsafe_code)]
+            // SAFETY: chosen only when the CPU has AVX2 (checked in `fast` and `available`).
+            Self::Avx2 => unsafe { avx2::sums(weights, stride, input, out) },
             #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
             #[allow(unsafe_code)]
             // SAFETY: chosen only when the CPU has AMX's byte products and this process may use
@@ -452,9 +497,10 @@ mod vnni {
         horizontal_sum
     );
 
+    /// The sum of `v`'s eight lanes.
     #[inline]
     #[target_feature(enable = "avx2")]
-    fn horizontal_sum(v: __m256i) -> i32 {
+    pub(super) fn horizontal_sum(v: __m256i) -> i32 {
         let halves = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
         let pairs = _mm_add_epi32(halves, _mm_shuffle_epi32::<0b01_00_11_10>(halves));
         let all = _mm_add_epi32(pairs, _mm_shuffle_epi32::<0b10_11_00_01>(pairs));
@@ -481,6 +527,99 @@ mod vnni512 {
         _mm512_dpbusd_epi32,
         _mm512_reduce_add_epi32
     );
+}
+
+/// AVX2 without a byte multiply-add of its own: `vpmaddubsw` multiplies unsigned by signed
+/// bytes into 16-bit sums of pairs, which the shifted activations would overflow (2 × 255 ×
+/// 127). So this kernel multiplies each activation's magnitude (at most 127) by the weight
+/// carrying the activation's sign (`vpsignb`): a pair then sums to at most 2 × 127 × 127 =
+/// 32,258, exact in 16 bits, and `vpmaddwd` by ones widens pairs of those into 32-bit sums.
+/// Its sums are of the values themselves, not of the shifted bytes.
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use super::vnni::horizontal_sum;
+    use std::arch::x86_64::{
+        _mm256_add_epi32, _mm256_loadu_si256, _mm256_madd_epi16, _mm256_maddubs_epi16,
+        _mm256_set1_epi16, _mm256_setzero_si256, _mm256_sign_epi8,
+    };
+
+    const LANE: usize = 32;
+
+    /// As the other kernels' `sums`, with `input` in shifted bytes, but summing the values.
+    #[target_feature(enable = "avx2")]
+    #[allow(clippy::needless_range_loop)]
+    pub(super) fn sums(weights: &[i8], stride: usize, input: &[u8], out: &mut [i32]) {
+        let padded = input.len() / stride;
+        let rows = weights.len() / stride;
+        let lanes = stride / LANE;
+        assert!(
+            stride.is_multiple_of(LANE)
+                && out.len() >= rows * padded
+                && input.len() == padded * stride
+                && padded.is_multiple_of(4)
+        );
+        // Each activation as a signed byte and as its magnitude, once for every row.
+        // (Loops, not iterator adapters: the closures would not be compiled for AVX2.)
+        let mut signed = vec![0u8; input.len()];
+        let mut magnitudes = vec![0u8; input.len()];
+        for i in 0..input.len() {
+            signed[i] = input[i] ^ 0x80;
+            magnitudes[i] = (signed[i] as i8).unsigned_abs();
+        }
+        let ones = _mm256_set1_epi16(1);
+        // Row pairs outermost: a pair's weights stay in the first-level cache while every
+        // block of tokens passes, so each weight is read from memory once per product.
+        let mut r = 0;
+        while r < rows {
+            // Two rows, or the last one alone (its partner's sums are dropped).
+            let pair = r + 1 < rows;
+            let first = weights[r * stride..].as_ptr();
+            let second = weights[(if pair { r + 1 } else { r }) * stride..].as_ptr();
+            for t in (0..padded).step_by(4) {
+                let a = signed[t * stride..].as_ptr();
+                let m = magnitudes[t * stride..].as_ptr();
+                let mut acc = [_mm256_setzero_si256(); 8];
+                for c in 0..lanes {
+                    let at = c * LANE;
+                    #[allow(unsafe_code)]
+                    // SAFETY: `at + LANE <= stride`; rows `r` and `r + 1` (or `r` again) lie
+                    // in `weights`, tokens `t..t + 4` in `signed` and `magnitudes`, each of
+                    // `input`'s length.
+                    unsafe {
+                        let w0 = _mm256_loadu_si256(first.add(at).cast());
+                        let w1 = _mm256_loadu_si256(second.add(at).cast());
+                        // Token `i` against both rows into `acc[i]` and `acc[4 + i]`.
+                        macro_rules! token {
+                            ($i:literal) => {
+                                let sign = _mm256_loadu_si256(a.add($i * stride + at).cast());
+                                let magnitude = _mm256_loadu_si256(m.add($i * stride + at).cast());
+                                let p0 =
+                                    _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w0, sign));
+                                let p1 =
+                                    _mm256_maddubs_epi16(magnitude, _mm256_sign_epi8(w1, sign));
+                                acc[$i] = _mm256_add_epi32(acc[$i], _mm256_madd_epi16(p0, ones));
+                                acc[4 + $i] =
+                                    _mm256_add_epi32(acc[4 + $i], _mm256_madd_epi16(p1, ones));
+                            };
+                        }
+                        token!(0);
+                        token!(1);
+                        token!(2);
+                        token!(3);
+                    }
+                }
+                for (i, &a) in acc[..4].iter().enumerate() {
+                    out[(t + i) * rows + r] = horizontal_sum(a);
+                }
+                if pair {
+                    for (i, &a) in acc[4..].iter().enumerate() {
+                        out[(t + i) * rows + r + 1] = horizontal_sum(a);
+                    }
+                }
+            }
+            r += 2;
+        }
+    }
 }
 
 /// AMX: eight tile registers of 16 rows × 64 bytes, and `tdpbusd`, which multiplies a tile of
@@ -861,6 +1000,8 @@ impl QuantizedEncoder {
             Kernel::AvxVnni => "byte products by AVX-VNNI",
             #[cfg(target_arch = "x86_64")]
             Kernel::Avx512Vnni => "byte products by AVX-512 VNNI",
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Avx2 => "byte products by AVX2",
             #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
             Kernel::Amx => "byte products by AMX tiles",
         }
@@ -871,10 +1012,10 @@ impl QuantizedEncoder {
         &self.words
     }
 
-    /// Whether a long text's products are split between two cores ([`Kernel::splits`]), so
+    /// Whether a long text's products are split between two cores ([`Kernel::split_from`]), so
     /// that [`Self::pooled`] is best run inside the rayon pool.
     pub(crate) fn splits_products(&self) -> bool {
-        self.kernel.splits()
+        self.kernel.split_from().is_some()
     }
 
     /// The mean of the hidden states of `ids` (one text, no padding), not normalised.
@@ -1258,10 +1399,9 @@ mod tests {
             let got = layer(outputs, inputs, 13, 0.125, kernel).forward(&x, tokens);
             for t in 0..tokens {
                 for o in 0..outputs {
-                    let expected = (sums[t * outputs + o] - reference.shift_correction[o]) as f32
-                        * reference.scales[o]
-                        * input.scales[t]
-                        + reference.bias[o];
+                    let expected =
+                        sums[t * outputs + o] as f32 * reference.scales[o] * input.scales[t]
+                            + reference.bias[o];
                     assert_eq!(
                         got[t * outputs + o],
                         expected,
