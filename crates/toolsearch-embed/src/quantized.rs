@@ -407,6 +407,28 @@ fn sums_portable(weights: &[i8], stride: usize, input: &[u8], out: &mut [i32]) {
     }
 }
 
+/// A vector kernel's tokens (padded), rows and steps of `lane` bytes, asserting the bounds
+/// its loads rely on: whole steps, whole blocks of four tokens, room for every sum.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn shape(
+    weights: &[i8],
+    stride: usize,
+    input: &[u8],
+    out: &[i32],
+    lane: usize,
+) -> (usize, usize, usize) {
+    let padded = input.len() / stride;
+    let rows = weights.len() / stride;
+    assert!(
+        stride.is_multiple_of(lane)
+            && out.len() >= rows * padded
+            && input.len() == padded * stride
+            && padded.is_multiple_of(4)
+    );
+    (padded, rows, stride / lane)
+}
+
 /// One `vpdpbusd` kernel: token blocks outermost, so that a block's four rows of bytes stay in
 /// the first-level cache while every weight row streams past them; two weight rows at a time,
 /// so that six loads feed eight multiply-adds. `$lane` bytes per step, in registers of
@@ -418,15 +440,7 @@ macro_rules! vpdpbusd_kernel {
         #[target_feature(enable = $features)]
         pub(super) fn $name(weights: &[i8], stride: usize, input: &[u8], out: &mut [i32]) {
             const LANE: usize = $lane;
-            let padded = input.len() / stride;
-            let rows = weights.len() / stride;
-            let lanes = stride / LANE;
-            assert!(
-                stride.is_multiple_of(LANE)
-                    && out.len() >= rows * padded
-                    && input.len() == padded * stride
-                    && padded.is_multiple_of(4)
-            );
+            let (padded, rows, lanes) = super::shape(weights, stride, input, out, LANE);
             #[allow(unsafe_code)]
             // SAFETY: `bytes` points into `weights` or `input` with `LANE` bytes after it:
             // every caller below stays within the bounds asserted above.
@@ -549,15 +563,7 @@ mod avx2 {
     #[target_feature(enable = "avx2")]
     #[allow(clippy::needless_range_loop)]
     pub(super) fn sums(weights: &[i8], stride: usize, input: &[u8], out: &mut [i32]) {
-        let padded = input.len() / stride;
-        let rows = weights.len() / stride;
-        let lanes = stride / LANE;
-        assert!(
-            stride.is_multiple_of(LANE)
-                && out.len() >= rows * padded
-                && input.len() == padded * stride
-                && padded.is_multiple_of(4)
-        );
+        let (padded, rows, lanes) = super::shape(weights, stride, input, out, LANE);
         // Each activation as a signed byte and as its magnitude, once for every row.
         // (Loops, not iterator adapters: the closures would not be compiled for AVX2.)
         let mut signed = vec![0u8; input.len()];
