@@ -875,7 +875,10 @@ fn late_upstream_session(transport: Transport, threshold: usize) {
         "threshold = 5",
         &format!("preset = \"search\"\nthreshold = {threshold}"),
     );
-    let text = text.replace("[supervisor]\n", "[supervisor]\nstartupTimeoutSecs = 5\n");
+    // Long enough for the Python upstream's first start on a loaded 2-core machine (5 s was
+    // not, with the test suite's other gateways starting beside it), well short of the 30 s
+    // the slow one sleeps.
+    let text = text.replace("[supervisor]\n", "[supervisor]\nstartupTimeoutSecs = 15\n");
     std::fs::write(&config, text).unwrap();
     let report = run_client(
         transport,
