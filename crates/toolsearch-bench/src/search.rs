@@ -159,7 +159,7 @@ struct HybridMeasurement {
     encoder: Latency,
     /// Keyword mode on the same engine, warm.
     keyword: Latency,
-    /// Searches that did not run as hybrid or failed.
+    /// Searches that did not run as hybrid or failed, and encodings (`encoder`) that failed.
     errors: usize,
 }
 

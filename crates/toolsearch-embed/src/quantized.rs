@@ -10,15 +10,16 @@
 //!
 //! - Weights: each output row scaled so its largest magnitude is 127 and rounded (per row, once
 //!   at load), then laid out for the kernel. Activations: each token's inputs scaled the same
-//!   way when the layer runs, then shifted by 128 into unsigned bytes (what both instructions
-//!   multiply); the shift is taken back out exactly with each row's sum of weights. The integer
-//!   sums are exact, so every kernel gives the same vector.
+//!   way when the layer runs, then shifted by 128 into unsigned bytes (what `vpdpbusd` and
+//!   `tdpbusd` multiply); the shift is taken back out exactly with each row's sum of weights
+//!   (the AVX2 kernel unshifts the bytes instead). The integer sums are exact, so every kernel
+//!   gives the same vector.
 //! - Everything else (embeddings, attention, layer norms, GELU, pooling) stays f32; attention's
 //!   two products per head go to `gemm`, the library candle's own products run on.
 //! - With AMX a query runs on the caller's thread: its products are bound by reading the
 //!   weights once. With VNNI or AVX2 a short query runs on one core too, and a long one's
-//!   larger products are split by token blocks between two (`rayon::join`, the whole query running
-//!   inside the pool so that the split costs no wake-up of the caller).
+//!   larger products are split by token blocks between two (`rayon::join`, the whole query
+//!   running inside the pool so that the split costs no wake-up of the caller).
 
 use crate::encoder::{gelu_in_place, Config, HiddenAct};
 use candle_core::{Result, Tensor};
@@ -271,7 +272,7 @@ impl Kernel {
     /// The fastest byte multiply-add this CPU has, if any: AMX's tile products, else AVX-VNNI
     /// (256-bit), else AVX-512 VNNI (which measured no faster, at twice the width), else
     /// AVX2's three instructions (on a CPU with nothing else, queries p50 about 9 against
-    /// 14–18 ms in f32).
+    /// 16–19 ms in f32).
     fn fast() -> Option<Self> {
         #[cfg(all(target_arch = "x86_64", target_os = "linux"))]
         if amx::ready() {
